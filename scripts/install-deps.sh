@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything stoker needs to build and test, from Debian packages and PyPI.
+# Idempotent: a second run only checks. Used by the README commands and .ci/run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+
+DEB_PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev
+  libgtest-dev libgmock-dev
+  liblmdb-dev libhdf5-dev
+  pybind11-dev python3-dev python3-venv python3-numpy python3-pytest
+  python3-torch python3-torchvision python3-h5py python3-lmdb python3-pil
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${DEB_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[deps] installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python environment: Debian's python3 (torch, torchvision, h5py, lmdb come from Debian),
+# plus PyPI packages the interop tests and benches need, in a venv that sees system packages.
+VENV="$ROOT/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[deps] creating $VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+PY_PKGS=(pyarrow webdataset tfrecord)
+need_py=()
+for p in "${PY_PKGS[@]}"; do
+  mod="$p"
+  "$VENV/bin/python" -c "import $mod" 2>/dev/null || need_py+=("$p")
+done
+if [ ${#need_py[@]} -gt 0 ]; then
+  echo "[deps] installing PyPI packages: ${need_py[*]}"
+  "$VENV/bin/pip" install -q "${need_py[@]}"
+fi
+echo "[deps] ok"

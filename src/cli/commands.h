@@ -1,0 +1,28 @@
+// Each subcommand group lives in its own cli/cmd_*.cc and registers itself here.
+// The CLI is thin: parse flags, call the library, print. Exit codes: 0 ok, 1 failure
+// (the run failed: a bad sample under --on-error fail, a test that did not pass),
+// 2 bad input or usage (unreadable file, wrong flags).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+
+namespace stoker::cli {
+
+// Sets the action to run after parsing; returns the process exit code.
+using Action = std::function<int()>;
+void SetAction(Action a);
+
+// Prints "stoker: <message>" to stderr and returns the exit code for this status.
+int Fail(const Status& st);
+
+// Subcommand groups.
+void RegisterGenCommands(CLI::App& app);       // stoker gen ...
+void RegisterBenchCommands(CLI::App& app, CLI::App& bench);  // stoker bench pipeline ...
+void RegisterDemoCommand(CLI::App& app);       // stoker demo
+
+}  // namespace stoker::cli

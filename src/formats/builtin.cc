@@ -1,0 +1,9 @@
+#include "formats/builtin.h"
+
+namespace stoker {
+
+void RegisterBuiltinFormats() {
+  RegisterFolderFormat();
+}
+
+}  // namespace stoker

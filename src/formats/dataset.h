@@ -1,0 +1,106 @@
+// The one interface every dataset format implements for the pipeline: an indexed list of
+// samples grouped into shards, readable by index from many threads at once.
+//
+// Sequential iteration is random access in index order; readers keep per-thread state
+// (open files, cursors) so that reading consecutive indices of a shard is a sequential scan.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "io/env.h"
+
+namespace stoker {
+
+// One named field of a sample ("jpg", "cls", "json", ...): raw bytes.
+struct Field {
+  std::string name;
+  std::vector<uint8_t> data;  // capacity reused when the Sample is recycled
+};
+
+struct Sample {
+  std::string key;        // WebDataset __key__, file path relative to the root, ...
+  std::string location;   // for error messages: "shard-000001.tar:member 'n01/x.jpg'"
+  int64_t label = -1;     // integer class when the format has one (ImageFolder, .cls)
+  std::vector<Field> fields;
+  size_t num_fields = 0;  // fields[0..num_fields) are valid; the rest are spare buffers
+
+  // Returns a field buffer to fill, reusing a spare one when available.
+  Field* AddField(const std::string& name);
+  const Field* Find(const std::string& name) const;
+  // First field whose name is one of `names` (e.g. {"jpg","jpeg","png"}).
+  const Field* FindAny(std::initializer_list<const char*> names) const;
+  void Clear() {
+    key.clear();
+    location.clear();
+    label = -1;
+    num_fields = 0;
+  }
+  uint64_t bytes() const;
+};
+
+struct ShardInfo {
+  std::string path;
+  uint64_t begin = 0, end = 0;  // sample index range [begin, end)
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual uint64_t size() const = 0;
+  // Shards in a fixed order; every sample belongs to exactly one. Formats without shards
+  // report one shard per file (folder) or one for the whole file.
+  virtual const std::vector<ShardInfo>& shards() const = 0;
+  // Reads sample `index` into `out` (cleared first, buffers reused). Thread-safe.
+  // Errors are kCorrupt / kIOError and name the file and member or record.
+  virtual Status Read(uint64_t index, Sample* out) const = 0;
+  // Key of sample `index` without reading its payload (may be cheap or not).
+  virtual std::string Key(uint64_t index) const = 0;
+  // Where sample `index` lives, for error messages.
+  virtual std::string Location(uint64_t index) const = 0;
+  virtual std::string format() const = 0;
+  // True when reading any sample costs the same (one file per sample): the pipeline then
+  // shuffles all indices each epoch, as PyTorch's RandomSampler does, instead of shard
+  // order plus a shuffle buffer.
+  virtual bool random_access_is_cheap() const { return false; }
+  // Samples skipped while indexing (skip_bad_shards), with the reason for each.
+  virtual std::vector<std::string> index_errors() const { return {}; }
+};
+
+struct DatasetOptions {
+  Env* env = nullptr;  // defaults to Env::Default()
+  // Skip shards or files that cannot be indexed instead of failing (counted in skipped).
+  bool skip_bad_shards = false;
+};
+
+// Opens "format:path" or a path whose extension or layout names the format
+// (a directory → folder, *.tar → wds, brace patterns like train-{000..009}.tar).
+Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& spec,
+                                             const DatasetOptions& opts = {});
+
+// Format registry, keyed by prefix name ("folder", "wds", "tfrecord", ...), with the file
+// extensions that select it when no prefix is given.
+using DatasetFactory = std::function<Result<std::unique_ptr<Dataset>>(
+    const std::string& path, const DatasetOptions& opts)>;
+struct DatasetFormat {
+  std::string name;
+  std::vector<std::string> extensions;  // without dot, e.g. {"tar"}
+  DatasetFactory open;
+  std::string help;
+};
+void RegisterDatasetFormat(DatasetFormat fmt);
+const std::map<std::string, DatasetFormat>& DatasetFormats();
+
+// Expands brace patterns: "a-{000..003}.tar" → a-000.tar ... a-003.tar (zero padding
+// kept), "{a,b}" alternatives, several braces multiply. kInvalidArgument if malformed.
+Result<std::vector<std::string>> ExpandBraces(const std::string& pattern);
+
+// Splits "fmt:path" into (fmt, path) when fmt is a registered format name.
+std::pair<std::string, std::string> SplitFormatPrefix(const std::string& spec);
+
+}  // namespace stoker

@@ -1,0 +1,161 @@
+// The stoker input pipeline: source → read → decode → augment → batch → prefetch.
+//
+//   auto p = Pipeline::Create(opts);            // opens the dataset, plans the epoch
+//   p->StartEpoch(0);
+//   while (true) {
+//     auto b = p->Next();                        // blocks until batch is ready
+//     if (!b.ok()) { if (IsEndOfStream(b.status())) break; ... error ... }
+//     use((*b)->images(), (*b)->labels ...);    // buffer returns to the pool on release
+//   }
+//
+// Every random choice is a pure function of (seed, epoch, sample index): the batches are
+// identical for any thread count. Thread-safety: one consumer thread calls Next();
+// Stats() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/clock.h"
+#include "core/status.h"
+#include "formats/dataset.h"
+#include "ops/image_ops.h"
+
+namespace stoker {
+
+enum class ErrorPolicy { kFail, kSkip };
+enum class RankBalance { kPad, kDrop };  // equalize per-rank sample counts
+enum class DecodeMode {
+  kTrain,  // RandomResizedCrop(image_size) + random horizontal flip + normalize
+  kVal,    // Resize(val_resize) + CenterCrop(image_size) + normalize
+  kRaw,    // no decode: batches carry the raw bytes of one field
+};
+
+struct PipelineOptions {
+  std::string data;  // dataset spec: path, "fmt:path", brace pattern
+  DatasetOptions dataset;
+
+  DecodeMode mode = DecodeMode::kTrain;
+  int image_size = 224;
+  int val_resize = 256;
+  OutputSpec output;                // layout, mean/std; width/height from image_size
+  RandomResizedCropParams rrc;
+  double flip_prob = 0.5;
+  bool dct_scale = true;            // JPEG decode at reduced DCT scale when it covers the crop
+  bool region_decode = true;        // decode only the crop's rows/columns
+  std::string raw_field;            // kRaw: the field to carry ("" = first field)
+
+  int batch_size = 256;
+  bool drop_last = false;           // drop the epoch's final partial batch
+
+  bool shuffle = true;
+  uint64_t seed = 0;
+  size_t shuffle_buffer = 8192;     // samples, for sharded formats (index-domain buffer)
+
+  int rank = -1, world_size = -1;   // -1: from RANK/WORLD_SIZE, OMPI_*, SLURM_*, else 0/1
+  RankBalance balance = RankBalance::kPad;
+
+  int threads = 0;                  // 0 = auto (autotuner, CPU budget = available cores)
+  int prefetch = 0;                 // ready batches buffered; 0 = auto
+  int64_t memory_budget = 0;        // bytes for batch and sample buffers; 0 = auto
+  int cpu_budget = 0;               // cores the pipeline may use; 0 = all available
+
+  ErrorPolicy on_error = ErrorPolicy::kFail;
+  Clock* clock = nullptr;           // default: real clock
+  HostAllocator* allocator = nullptr;  // batch buffers; default HostAllocator::Default()
+};
+
+// Resolves rank and world size from the options or the environment.
+struct RankInfo {
+  int rank = 0, world_size = 1;
+  std::string source;  // "options", "RANK/WORLD_SIZE", "OMPI_COMM_WORLD_*", "SLURM_*", "default"
+};
+Result<RankInfo> ResolveRank(int rank, int world_size);
+
+// One batch: one contiguous buffer per field.
+struct Batch {
+  int epoch = 0;
+  uint64_t index = 0;        // batch number within the epoch (for this rank)
+  int size = 0;              // samples in this batch (short only at the end or after skips)
+  // Images: [size, 3, H, W] float32 (kFloatCHW) or [size, H, W, 3] uint8 (kUint8HWC).
+  void* images = nullptr;
+  int height = 0, width = 0;
+  OutputLayout layout = OutputLayout::kFloatCHW;
+  size_t image_bytes = 0;    // per sample
+  std::vector<int64_t> labels;
+  std::vector<std::string> keys;
+  std::vector<uint64_t> sample_indices;  // dataset indices, in batch order
+  // kRaw: the field bytes of all samples back to back; offsets has size+1 entries.
+  std::vector<uint8_t> raw;
+  std::vector<uint64_t> raw_offsets;
+};
+using BatchPtr = std::shared_ptr<Batch>;
+
+inline bool IsEndOfStream(const Status& s) { return s.code() == StatusCode::kOutOfRange; }
+
+struct StageStats {
+  std::string name;
+  int threads = 0;
+  uint64_t items = 0;
+  uint64_t bytes = 0;
+  double busy_s = 0;         // wall time spent working (summed over threads)
+  double cpu_s = 0;          // thread CPU time spent working
+  double wait_input_s = 0;   // blocked because the input was empty
+  double wait_output_s = 0;  // blocked because the output was full (backpressure)
+  double queue_fill = 0;     // mean fill of the stage's input queue, 0..1
+  // Fractions of (threads x wall time).
+  double busy_frac = 0, wait_input_frac = 0, wait_output_frac = 0;
+};
+
+struct TuningEvent {
+  double t_s = 0;
+  std::string what;  // "decode threads 1 -> 2", "prefetch 2 -> 4"
+};
+
+struct PipelineStats {
+  double wall_s = 0;
+  uint64_t samples = 0, batches = 0, bytes_read = 0;
+  double samples_per_s = 0, mb_per_s = 0;
+  std::vector<StageStats> stages;  // read, decode, augment, batch
+  std::string bottleneck;          // stage name, or "consumer" when the pipeline waits on it
+  double consumer_wait_s = 0;      // time Next() blocked: the GPU-starvation time
+  double consumer_wait_frac = 0;
+  int threads = 0;                 // stage threads active at the end
+  int prefetch = 0;
+  int64_t memory_budget = 0;
+  int64_t buffer_bytes = 0;        // batch and sample buffer memory held
+  uint64_t skipped = 0;
+  std::vector<std::string> skipped_items;  // "key (location): reason"
+  std::vector<TuningEvent> tuning;
+  bool autotune = false;
+  RankInfo rank;
+};
+
+class Pipeline {
+ public:
+  static Result<std::unique_ptr<Pipeline>> Create(const PipelineOptions& opts);
+  virtual ~Pipeline() = default;
+
+  // Starts (or restarts) epoch `epoch`, skipping its first `start_batch` batches
+  // (exact mid-epoch resume). Stops any epoch in flight.
+  virtual Status StartEpoch(int epoch, uint64_t start_batch = 0) = 0;
+  // The next batch, in order; kOutOfRange at the end of the epoch; on a failing sample
+  // with ErrorPolicy::kFail, the error (naming file and member) after all earlier batches.
+  virtual Result<BatchPtr> Next() = 0;
+  // Stops every worker thread (also done by the destructor). Idempotent.
+  virtual void Stop() = 0;
+
+  virtual uint64_t batches_per_epoch() const = 0;
+  virtual uint64_t samples_per_epoch() const = 0;  // for this rank
+  virtual const Dataset& dataset() const = 0;
+  virtual PipelineStats Stats() const = 0;
+  virtual const PipelineOptions& options() const = 0;
+  // Dataset indices of this rank's epoch, in delivery order (before skips).
+  virtual Result<std::vector<uint64_t>> EpochOrder(int epoch) const = 0;
+};
+
+}  // namespace stoker
