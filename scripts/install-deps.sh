@@ -34,10 +34,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "[deps] creating $VENV"
   /usr/bin/python3 -m venv --system-site-packages "$VENV"
 fi
-PY_PKGS=(pyarrow webdataset tfrecord)
+# pyarrow >= 21 needs NumPy 2, but Debian's torch 1.13 needs NumPy 1.x: pin it.
+PY_PKGS=("pyarrow<21" webdataset tfrecord)
 need_py=()
 for p in "${PY_PKGS[@]}"; do
-  mod="$p"
+  mod="${p%%[<>=]*}"
   "$VENV/bin/python" -c "import $mod" 2>/dev/null || need_py+=("$p")
 done
 if [ ${#need_py[@]} -gt 0 ]; then
