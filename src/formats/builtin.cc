@@ -4,6 +4,10 @@ namespace stoker {
 
 void RegisterBuiltinFormats() {
   RegisterFolderFormat();
+  RegisterWdsFormat();
+  RegisterLmdbFormat();
+  RegisterHdf5Format();
+  RegisterParquetFormat();
 }
 
 }  // namespace stoker

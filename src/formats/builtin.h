@@ -5,6 +5,10 @@
 namespace stoker {
 
 void RegisterFolderFormat();
+void RegisterWdsFormat();
+void RegisterLmdbFormat();
+void RegisterHdf5Format();
+void RegisterParquetFormat();
 void RegisterBuiltinFormats();
 
 }  // namespace stoker

@@ -24,6 +24,8 @@ struct WriterOptions {
   uint64_t samples_per_shard = 0;   // if > 0, also cap samples per shard
   bool gzip = false;                // formats that support stream compression
   bool write_index = true;          // index files alongside (wds .idx, tfrecord .idx)
+  uint64_t first_shard = 0;         // number of the first shard (convert --resume); sharded
+                                    // formats only
 };
 
 struct WrittenShard {
