@@ -1,0 +1,29 @@
+// A pipeline batch handed to Python without copying: NumPy arrays whose base object keeps
+// the C++ batch alive, or DLPack capsules whose deleter does. Either way the batch buffer
+// goes back to the pipeline's pool only when the last array or tensor viewing it is gone.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+
+#include "pipeline/pipeline.h"
+
+namespace stoker::py {
+
+// What a view holds: the batch, and the pipeline (its buffer pool and allocator must
+// outlive every batch).
+struct BatchKeep {
+  BatchPtr batch;
+  std::shared_ptr<Pipeline> pipeline;
+};
+
+enum class ArrayKind { kNumpy, kDlpack };
+
+// {"image": [N,3,H,W] float32 | [N,H,W,3] uint8, "label": int64[N], "index": int64[N]}
+// for decoded batches; {"data": uint8[total], "offsets": int64[N+1], "label", "index"}
+// for raw batches; plus "key": list[str] when with_keys. DLPack capsules report kDLCPU
+// (also for pinned memory: torch detects pinning from the pointer).
+pybind11::dict BatchToDict(const BatchKeep& keep, ArrayKind kind, bool with_keys);
+
+}  // namespace stoker::py

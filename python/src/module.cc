@@ -1,0 +1,271 @@
+// stoker._stoker: the pybind11 extension. Thin by design: the engine runs in C++ threads,
+// Python only receives finished batches (zero-copy) and never runs per-sample code.
+// Every call that can block (opening a dataset, waiting for a batch, stopping) releases
+// the GIL. Errors: see errors.h (the one translation point).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "batch.h"
+#include "cuda_host.h"
+#include "errors.h"
+#include "options.h"
+#include "pipeline/pipeline.h"
+
+#ifdef STOKER_HAVE_DOCTOR
+#include "doctor_binding.h"
+#endif
+
+namespace stoker::py {
+namespace pyb = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+ArrayKind ParseKind(const std::string& s) {
+  if (s == "numpy") return ArrayKind::kNumpy;
+  if (s == "dlpack") return ArrayKind::kDlpack;
+  throw StatusError(InvalidArgument("array kind '{}' is not one of numpy, dlpack", s));
+}
+
+pyb::dict RankToDict(const RankInfo& r) {
+  return pyb::dict("rank"_a = r.rank, "world_size"_a = r.world_size, "source"_a = r.source);
+}
+
+pyb::dict StatsToDict(const PipelineStats& s) {
+  pyb::list stages;
+  for (const auto& st : s.stages) {
+    stages.append(pyb::dict(
+        "name"_a = st.name, "threads"_a = st.threads, "items"_a = st.items, "bytes"_a = st.bytes,
+        "busy_s"_a = st.busy_s, "cpu_s"_a = st.cpu_s, "wait_input_s"_a = st.wait_input_s,
+        "wait_output_s"_a = st.wait_output_s, "queue_fill"_a = st.queue_fill,
+        "busy_frac"_a = st.busy_frac, "wait_input_frac"_a = st.wait_input_frac,
+        "wait_output_frac"_a = st.wait_output_frac));
+  }
+  pyb::list tuning;
+  for (const auto& t : s.tuning) tuning.append(pyb::dict("t_s"_a = t.t_s, "what"_a = t.what));
+  return pyb::dict(
+      "wall_s"_a = s.wall_s, "samples"_a = s.samples, "batches"_a = s.batches,
+      "bytes_read"_a = s.bytes_read, "samples_per_s"_a = s.samples_per_s,
+      "mb_per_s"_a = s.mb_per_s, "stages"_a = stages, "bottleneck"_a = s.bottleneck,
+      "consumer_wait_s"_a = s.consumer_wait_s, "consumer_wait_frac"_a = s.consumer_wait_frac,
+      "threads"_a = s.threads, "prefetch"_a = s.prefetch, "memory_budget"_a = s.memory_budget,
+      "buffer_bytes"_a = s.buffer_bytes, "skipped"_a = s.skipped,
+      "skipped_items"_a = s.skipped_items, "tuning"_a = tuning, "autotune"_a = s.autotune,
+      "rank"_a = RankToDict(s.rank));
+}
+
+std::unique_ptr<Pipeline> CreateNoGil(const PipelineOptions& opts) {
+  pyb::gil_scoped_release nogil;
+  return ValueOrThrow(Pipeline::Create(opts));
+}
+
+class PyPipeline {
+ public:
+  explicit PyPipeline(const pyb::dict& options) {
+    PyPipelineOptions po = OptionsFromDict(options);
+    p_ = std::shared_ptr<Pipeline>(CreateNoGil(po.opts));
+    pinned_ = po.pinned;
+  }
+  ~PyPipeline() {
+    if (p_) {
+      pyb::gil_scoped_release nogil;
+      p_->Stop();  // batches still viewed from Python stay valid; the workers end now
+    }
+  }
+
+  void StartEpoch(int epoch, uint64_t start_batch) {
+    pyb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    ThrowIfError(p_->StartEpoch(epoch, start_batch));
+  }
+
+  // The next batch as a dict, or None at the end of the epoch.
+  pyb::object Next(const std::string& kind, bool with_keys) {
+    ArrayKind k = ParseKind(kind);
+    BatchPtr b;
+    Status st;
+    {
+      pyb::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      Result<BatchPtr> r = p_->Next();
+      if (r.ok()) {
+        b = std::move(r).value();
+      } else {
+        st = r.status();
+      }
+    }
+    if (!st.ok()) {
+      if (IsEndOfStream(st)) return pyb::none();
+      throw StatusError(st);
+    }
+    pyb::dict d = BatchToDict(BatchKeep{b, p_}, k, with_keys);
+    d["_epoch"] = b->epoch;
+    d["_batch"] = b->index;
+    return d;
+  }
+
+  void Stop() {
+    pyb::gil_scoped_release nogil;
+    p_->Stop();
+  }
+
+  uint64_t batches_per_epoch() const { return p_->batches_per_epoch(); }
+  uint64_t samples_per_epoch() const { return p_->samples_per_epoch(); }
+  uint64_t dataset_size() const { return p_->dataset().size(); }
+  std::string format() const { return p_->dataset().format(); }
+  bool pinned() const { return pinned_; }
+  pyb::dict Stats() const { return StatsToDict(p_->Stats()); }
+  pyb::dict Rank() const { return RankToDict(p_->Stats().rank); }
+
+  pyb::array_t<int64_t> EpochOrder(int epoch) const {
+    std::vector<uint64_t> order;
+    {
+      pyb::gil_scoped_release nogil;
+      order = ValueOrThrow(p_->EpochOrder(epoch));
+    }
+    pyb::array_t<int64_t> out(static_cast<pyb::ssize_t>(order.size()));
+    auto* dst = out.mutable_data();
+    for (size_t i = 0; i < order.size(); ++i) dst[i] = static_cast<int64_t>(order[i]);
+    return out;
+  }
+
+  pyb::dict Options() const {
+    const PipelineOptions& o = p_->options();
+    return pyb::dict("data"_a = o.data, "batch_size"_a = o.batch_size, "seed"_a = o.seed,
+                     "shuffle"_a = o.shuffle, "drop_last"_a = o.drop_last,
+                     "image_size"_a = o.image_size, "threads"_a = o.threads,
+                     "prefetch"_a = o.prefetch);
+  }
+
+ private:
+  std::shared_ptr<Pipeline> p_;
+  std::mutex mu_;  // one consumer at a time (Next / StartEpoch), as the engine requires
+  bool pinned_ = false;
+};
+
+// The same engine driven by a plain C++ loop, for tests and benches: what the Python
+// binding must reproduce (outputs) and approach (speed).
+pyb::list CppDigest(const pyb::dict& options, int epoch, uint64_t start_batch,
+                    int64_t max_batches) {
+  PyPipelineOptions po = OptionsFromDict(options);
+  struct Row {
+    uint64_t index;
+    int size;
+    std::vector<uint64_t> samples;
+    std::vector<int64_t> labels;
+    uint32_t crc;
+  };
+  std::vector<Row> rows;
+  {
+    pyb::gil_scoped_release nogil;
+    auto p = ValueOrThrow(Pipeline::Create(po.opts));
+    ThrowIfError(p->StartEpoch(epoch, start_batch));
+    while (max_batches < 0 || static_cast<int64_t>(rows.size()) < max_batches) {
+      Result<BatchPtr> r = p->Next();
+      if (!r.ok()) {
+        if (IsEndOfStream(r.status())) break;
+        throw StatusError(r.status());
+      }
+      const Batch& b = **r;
+      uLong crc = crc32(0L, Z_NULL, 0);
+      if (b.images) {
+        crc = crc32_z(crc, static_cast<const Bytef*>(b.images), b.image_bytes * b.size);
+      } else {
+        crc = crc32_z(crc, b.raw.data(), b.raw.size());
+      }
+      rows.push_back({b.index, b.size, b.sample_indices, b.labels, static_cast<uint32_t>(crc)});
+    }
+  }
+  pyb::list out;
+  for (const auto& r : rows) {
+    out.append(pyb::dict("batch"_a = r.index, "size"_a = r.size, "index"_a = r.samples,
+                         "label"_a = r.labels, "crc32"_a = r.crc));
+  }
+  return out;
+}
+
+pyb::dict CppDrain(const pyb::dict& options, int epochs, int warmup_batches) {
+  PyPipelineOptions po = OptionsFromDict(options);
+  uint64_t samples = 0, batches = 0;
+  double seconds = 0;
+  PipelineStats stats;
+  {
+    pyb::gil_scoped_release nogil;
+    auto p = ValueOrThrow(Pipeline::Create(po.opts));
+    for (int e = 0; e < epochs; ++e) {
+      ThrowIfError(p->StartEpoch(e));
+      int seen = 0;
+      auto t0 = std::chrono::steady_clock::now();
+      while (true) {
+        Result<BatchPtr> r = p->Next();
+        if (!r.ok()) {
+          if (IsEndOfStream(r.status())) break;
+          throw StatusError(r.status());
+        }
+        if (seen++ == warmup_batches) t0 = std::chrono::steady_clock::now();
+        if (seen > warmup_batches) {
+          samples += (*r)->size;
+          ++batches;
+        }
+      }
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    stats = p->Stats();
+  }
+  return pyb::dict("samples"_a = samples, "batches"_a = batches, "seconds"_a = seconds,
+                   "samples_per_s"_a = seconds > 0 ? samples / seconds : 0.0,
+                   "stats"_a = StatsToDict(stats));
+}
+
+}  // namespace
+}  // namespace stoker::py
+
+PYBIND11_MODULE(_stoker, m) {
+  using namespace stoker::py;
+  m.doc() = "stoker's C++ engine (use the `stoker` package, not this module directly)";
+  RegisterErrors(m);
+
+  pyb::class_<PyPipeline>(m, "Pipeline")
+      .def(pyb::init<const pyb::dict&>(), "options"_a)
+      .def("start_epoch", &PyPipeline::StartEpoch, "epoch"_a, "start_batch"_a = 0)
+      .def("next", &PyPipeline::Next, "kind"_a = "numpy", "keys"_a = false)
+      .def("stop", &PyPipeline::Stop)
+      .def("stats", &PyPipeline::Stats)
+      .def("epoch_order", &PyPipeline::EpochOrder, "epoch"_a)
+      .def_property_readonly("rank_info", &PyPipeline::Rank)
+      .def_property_readonly("options", &PyPipeline::Options)
+      .def_property_readonly("batches_per_epoch", &PyPipeline::batches_per_epoch)
+      .def_property_readonly("samples_per_epoch", &PyPipeline::samples_per_epoch)
+      .def_property_readonly("dataset_size", &PyPipeline::dataset_size)
+      .def_property_readonly("format", &PyPipeline::format)
+      .def_property_readonly("pinned", &PyPipeline::pinned);
+
+  m.def("resolve_rank", [](int rank, int world_size) {
+    return RankToDict(ValueOrThrow(stoker::ResolveRank(rank, world_size)));
+  }, "rank"_a = -1, "world_size"_a = -1);
+  m.def("set_cuda_runtime_candidates", &SetCudaRuntimeCandidates, "candidates"_a);
+  m.def("cuda_runtime_path", &CudaRuntimePath);
+  m.def("pinned_memory_status", []() {
+    auto r = CudaPinnedAllocator();
+    return std::make_pair(r.ok(), r.ok() ? std::string() : r.status().message());
+  }, "(available, reason): whether pinned batch buffers can be allocated");
+  m.def("_cpp_digest", &CppDigest, "options"_a, "epoch"_a = 0, "start_batch"_a = 0,
+        "max_batches"_a = -1);
+  m.def("_cpp_drain", &CppDrain, "options"_a, "epochs"_a = 1, "warmup_batches"_a = 1);
+  m.def("_raise_status", [](int code, const std::string& msg) {
+    throw StatusError(stoker::Status(static_cast<stoker::StatusCode>(code), msg));
+  }, "For tests of the translation: raises the exception for StatusCode `code`.");
+#ifdef STOKER_HAVE_DOCTOR
+  RegisterDoctor(m);
+  m.attr("HAVE_DOCTOR") = true;
+#else
+  m.attr("HAVE_DOCTOR") = false;
+#endif
+}

@@ -1,0 +1,98 @@
+"""Exception classes.
+
+The classes are created by the C++ extension (python/src/errors.cc), which is the one
+place where the core's Status errors are translated; the message is the core's message,
+unchanged, and ``.code`` names the status code. When the extension is not built, the same
+hierarchy is defined here so that pure-Python parts (watch, tune_dataloader) raise the same
+types.
+"""
+
+try:
+    from . import _stoker as _ext
+    _IMPORT_ERROR = None
+except ImportError as e:  # pure-Python use: no compiled engine
+    _ext = None
+    _IMPORT_ERROR = e
+
+if _ext is not None:
+    StokerError = _ext.StokerError
+    InvalidArgumentError = _ext.InvalidArgumentError
+    NotFoundError = _ext.NotFoundError
+    StokerIOError = _ext.StokerIOError
+    CorruptDataError = _ext.CorruptDataError
+    UnimplementedError = _ext.UnimplementedError
+    CancelledError = _ext.CancelledError
+    EndOfStreamError = _ext.EndOfStreamError
+    InternalError = _ext.InternalError
+else:
+
+    class StokerError(Exception):
+        """Base class of every error raised by the stoker core."""
+
+        code = "unknown"
+
+    class InvalidArgumentError(StokerError, ValueError):
+        """A bad argument or option."""
+
+        code = "invalid argument"
+
+    class NotFoundError(StokerError, FileNotFoundError):
+        """A file or dataset was not found."""
+
+        code = "not found"
+
+    class StokerIOError(StokerError, OSError):
+        """Reading or writing failed."""
+
+        code = "I/O error"
+
+    class CorruptDataError(StokerError):
+        """Malformed data."""
+
+        code = "corrupt data"
+
+    class UnimplementedError(StokerError, NotImplementedError):
+        """Not supported."""
+
+        code = "unimplemented"
+
+    class CancelledError(StokerError):
+        """The pipeline was stopped."""
+
+        code = "cancelled"
+
+    class EndOfStreamError(StokerError, IndexError):
+        """End of stream."""
+
+        code = "out of range"
+
+    class InternalError(StokerError):
+        """A bug in stoker."""
+
+        code = "internal error"
+
+
+def extension_available():
+    """True when the compiled engine (stoker._stoker) could be imported."""
+    return _ext is not None
+
+
+def extension_error():
+    """Why the compiled engine could not be imported (None when it could)."""
+    return _IMPORT_ERROR
+
+
+def require_extension(what):
+    """Returns the extension module or raises ImportError saying what needs it."""
+    if _ext is None:
+        raise ImportError(
+            f"{what} needs stoker's compiled engine (stoker._stoker), which could not be "
+            f"imported: {_IMPORT_ERROR}. Build it with `pip install .` or with CMake "
+            f"(-DSTOKER_BUILD_PYTHON=ON) and put <build>/python on PYTHONPATH."
+        )
+    return _ext
+
+
+def bad_argument(msg):
+    """The error raised for a bad argument: an InvalidArgumentError (a ValueError)."""
+    return InvalidArgumentError(msg)

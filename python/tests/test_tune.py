@@ -1,0 +1,330 @@
+"""stoker.tune_dataloader on small generated Datasets.
+
+No assertion here is about how fast anything ran. Where a behaviour depends on the machine
+having two cores free (workers help a CPU-bound Dataset), the test first checks that two
+processes really run in parallel on this machine right now, and skips otherwise."""
+
+import concurrent.futures
+import io
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker import tune
+
+torch = pytest.importorskip("torch")
+
+
+def _spin(n):
+    acc = 0
+    for j in range(n):
+        acc = (acc + j * 7) % 1000003
+    return acc
+
+
+class CpuHeavy(torch.utils.data.Dataset):
+    """Pure-Python work per sample (holds the GIL; only processes parallelize it)."""
+
+    def __len__(self):
+        return 4000
+
+    def __getitem__(self, i):
+        return torch.tensor([_spin(20000) + i])
+
+
+class ObjectList(torch.utils.data.Dataset):
+    """Metadata as a list of Python tuples, as torchvision's ImageFolder keeps `samples`."""
+
+    def __init__(self, n=300_000):
+        self.samples = [(f"class_{i % 10}/img_{i:07d}.jpg", i % 10) for i in range(n)]
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path, label = self.samples[i]
+        return torch.tensor([len(path), label])
+
+
+class NumpyMeta(torch.utils.data.Dataset):
+    """The same metadata in NumPy arrays: no refcounts to touch."""
+
+    def __init__(self, n=300_000):
+        self.labels = np.arange(n, dtype=np.int64) % 10
+        self.lengths = np.full(n, 26, dtype=np.int64)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return torch.tensor([self.lengths[i], self.labels[i]])
+
+
+def _parallel_capacity():
+    """How much faster two processes finish two CPU chunks than one process does."""
+    n = 400_000
+    t0 = time.perf_counter()
+    _spin(n)
+    _spin(n)
+    serial = time.perf_counter() - t0
+    with concurrent.futures.ProcessPoolExecutor(2) as ex:
+        list(ex.map(_spin, [1000, 1000]))  # start the processes first
+        t0 = time.perf_counter()
+        list(ex.map(_spin, [n, n]))
+        parallel = time.perf_counter() - t0
+    return serial / parallel
+
+
+def test_workers_help_a_cpu_heavy_dataset():
+    cap = _parallel_capacity()
+    if cap < 1.5:
+        pytest.skip(f"this machine runs two processes only {cap:.2f}x faster than one right now "
+                    f"(busy): a parallel speedup cannot be shown")
+    r = stoker.tune_dataloader(CpuHeavy(), batch_size=8, time_budget=12, num_workers=[0, 2],
+                               prefetch_factor=(2,), persistent_workers=(False,),
+                               measure_fixes=False)
+    by = {t.setting.num_workers: t for t in r.trials}
+    assert set(by) == {0, 2} and not any(t.error for t in r.trials)
+    assert by[2].samples_per_s > by[0].samples_per_s
+    assert r.recommended.setting.num_workers == 2
+    assert r.recommended_kwargs["num_workers"] == 2
+    assert r.speedup() > 1.0
+
+
+def test_memory_growth_of_python_object_lists():
+    r = stoker.tune_dataloader(ObjectList(), batch_size=32, time_budget=8, num_workers=[0, 1],
+                               prefetch_factor=(2,), persistent_workers=(False,),
+                               measure_fixes=False)
+    kinds = {h.kind for h in r.hazards}
+    assert "python-objects" in kinds
+    h = next(h for h in r.hazards if h.kind == "python-objects")
+    assert "dataset.samples" in h.message and "300000" in h.message
+    w1 = next(t for t in r.trials if t.setting.num_workers == 1)
+    assert w1.mem_growth_kb_per_sample is not None
+    # Each random read copies about one 4 KiB page into the worker.
+    assert w1.mem_growth_kb_per_sample > tune.MEM_GROWTH_HAZARD_KB_PER_SAMPLE
+    assert "memory-growth" in kinds
+
+
+def test_numpy_metadata_has_no_growth_hazard():
+    r = stoker.tune_dataloader(NumpyMeta(), batch_size=32, time_budget=8, num_workers=[0, 1],
+                               prefetch_factor=(2,), persistent_workers=(False,),
+                               measure_fixes=False)
+    kinds = {h.kind for h in r.hazards}
+    assert "python-objects" not in kinds and "memory-growth" not in kinds
+    w1 = next(t for t in r.trials if t.setting.num_workers == 1)
+    assert w1.mem_growth_kb_per_sample is not None
+    assert w1.mem_growth_kb_per_sample < tune.MEM_GROWTH_HAZARD_KB_PER_SAMPLE
+
+
+class H5Dataset(torch.utils.data.Dataset):
+    def __init__(self, path):
+        import h5py
+        self.f = h5py.File(path, "r")  # the hazard: opened in the parent, before fork
+        self.x = self.f["x"]
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.from_numpy(self.x[i])
+
+
+def test_detects_handles_opened_before_fork(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    path = str(tmp_path / "d.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.zeros((16, 4), dtype=np.float32)
+    hz = tune.scan_dataset(H5Dataset(path))
+    msgs = [h.message for h in hz if h.kind == "open-file-before-fork"]
+    assert any("dataset.f" in m and "HDF5 File" in m for m in msgs)
+    assert any("dataset.x" in m and "HDF5 Dataset" in m for m in msgs)
+
+    lmdb = pytest.importorskip("lmdb")
+
+    class LmdbDataset(torch.utils.data.Dataset):
+        def __init__(self):
+            self.env = lmdb.open(str(tmp_path / "db"), map_size=1 << 20)
+
+        def __len__(self):
+            return 1
+
+        def __getitem__(self, i):
+            return 0
+
+    hz = tune.scan_dataset(LmdbDataset())
+    assert any(h.kind == "open-file-before-fork" and "LMDB Environment" in h.message
+               for h in hz)
+
+    class Wrapped(torch.utils.data.Dataset):  # a handle one level down (Subset-like)
+        def __init__(self):
+            self.inner = type("Inner", (), {})()
+            self.inner.fh = open(path, "rb")
+
+    hz = tune.scan_dataset(Wrapped())
+    assert any("dataset.inner.fh" in h.message for h in hz)
+    assert tune.scan_dataset(NumpyMeta(100)) == []
+
+
+_POOLS = {}  # pid -> (executor, event): threads do not survive fork, so one per process
+
+
+class ThreadyDataset(torch.utils.data.Dataset):
+    """Starts a thread pool inside each worker, as OpenCV or OpenMP do."""
+
+    def __len__(self):
+        return 2000
+
+    def __getitem__(self, i):
+        if os.getpid() not in _POOLS:
+            ev = threading.Event()
+            for _ in range(6):  # six idle threads that stay alive (daemons: exit does not wait)
+                threading.Thread(target=ev.wait, daemon=True).start()
+            _POOLS[os.getpid()] = ev
+        return torch.tensor([i])
+
+
+def test_detects_thread_pools_inside_workers():
+    r = stoker.tune_dataloader(ThreadyDataset(), batch_size=16, time_budget=6,
+                               num_workers=[0, 1], prefetch_factor=(2,),
+                               persistent_workers=(False,), measure_fixes=False)
+    w1 = next(t for t in r.trials if t.setting.num_workers == 1)
+    assert w1.max_threads >= 7
+    assert any(h.kind == "threads" for h in r.hazards)
+    ev = _POOLS.pop(os.getpid(), None)  # the parent ran the num_workers=0 trials too
+    if ev:
+        ev.set()
+
+
+class FreshPages(torch.utils.data.Dataset):
+    """Each sample allocates and fills a fresh 40 MB buffer: above glibc's largest dynamic
+    mmap threshold (32 MiB), so every allocation is a new mapping faulted in page by page."""
+
+    def __len__(self):
+        return 400
+
+    def __getitem__(self, i):
+        a = np.empty(40 << 20, dtype=np.uint8)
+        a[::4096] = 1  # touch every page
+        return torch.tensor([int(a[0]) + i])
+
+
+def test_kernel_time_hazard_is_measured_not_assumed():
+    out = io.StringIO()
+    r = stoker.tune_dataloader(FreshPages(), batch_size=2, time_budget=10, num_workers=[0, 1],
+                               prefetch_factor=(2,), persistent_workers=(False,),
+                               progress=out)
+    rec = r.recommended
+    assert rec.kernel_frac is not None and rec.faults_per_sample > 0
+    assert rec.kernel_frac >= tune.KERNEL_FRAC_HAZARD
+    h = next(h for h in r.hazards if h.kind == "kernel-time")
+    assert "measured" in h.fix
+    labels = [t.fix for t in r.fixes]
+    assert "MALLOC_MMAP_THRESHOLD_=67108864" in labels
+    assert all(t.error is None for t in r.fixes)
+    assert "[tune]" in out.getvalue()
+
+
+def test_report_table_chart_svg_json(tmp_path):
+    r = stoker.tune_dataloader(NumpyMeta(5000), batch_size=64, time_budget=4,
+                               num_workers=[0, 1], prefetch_factor=(2, 4),
+                               persistent_workers=(False, True), measure_fixes=False)
+    text = str(r)
+    assert "samples/s" in text and "<- recommended" in text and "recommended: DataLoader(" in text
+    assert r.chart().count("|") >= 2 * len([t for t in r.trials if not t.error])
+    svg = r.svg(str(tmp_path / "c.svg"))
+    assert svg.startswith("<svg") and svg.count("<rect") == len([t for t in r.trials
+                                                                 if not t.error])
+    d = json.loads(r.to_json(str(tmp_path / "r.json")))
+    assert d["recommended_kwargs"] == r.recommended_kwargs
+    assert len(d["trials"]) + len(d["skipped"]) >= 2
+    # A setting recommended with workers passes its prefetch/persistence to the DataLoader.
+    loader = torch.utils.data.DataLoader(NumpyMeta(100), batch_size=8, **r.recommended_kwargs)
+    assert sum(len(b) for b in loader) == 100
+
+
+def test_cheapest_within_tolerance_and_target():
+    r = stoker.tune_dataloader(NumpyMeta(2000), batch_size=64, time_budget=3,
+                               num_workers=[0, 1], prefetch_factor=(2,),
+                               persistent_workers=(False,), tolerance=0.99,
+                               measure_fixes=False)
+    assert r.recommended.setting.num_workers == 0  # anything is within 99%: the cheapest
+    r2 = stoker.tune_dataloader(NumpyMeta(2000), batch_size=64, time_budget=3,
+                                num_workers=[0, 1], prefetch_factor=(2,),
+                                persistent_workers=(False,), target=1e-3, measure_fixes=False)
+    assert r2.recommended.setting.num_workers == 0
+
+
+def test_bad_arguments_raise_value_errors():
+    ds = NumpyMeta(10)
+    with pytest.raises(ValueError, match="batch_size"):
+        stoker.tune_dataloader(ds, 0)
+    with pytest.raises(ValueError, match="batch_size"):
+        stoker.tune_dataloader(ds, "8")
+    with pytest.raises(ValueError, match="time_budget"):
+        stoker.tune_dataloader(ds, 8, time_budget=0)
+    with pytest.raises(ValueError, match="num_workers"):
+        stoker.tune_dataloader(ds, 8, num_workers=[-1])
+    with pytest.raises(ValueError, match="tolerance"):
+        stoker.tune_dataloader(ds, 8, tolerance=1.5)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        stoker.tune_dataloader(ds, 8, prefetch_factor=(0,))
+    with pytest.raises(ValueError, match="torch Dataset"):
+        stoker.tune_dataloader(42, 8)
+    with pytest.raises(ValueError, match="empty"):
+        stoker.tune_dataloader(NumpyMeta(0), 8)
+
+    class Broken(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            raise KeyError("no such sample")
+
+    with pytest.raises(ValueError, match="no such sample"):
+        stoker.tune_dataloader(Broken(), 2, time_budget=2)
+
+
+def test_worker_counts_cover_cores_and_beyond():
+    assert tune._worker_counts(2, None) == [0, 1, 2, 3]
+    c = tune._worker_counts(16, None)
+    assert c[0] == 0 and 16 in c and max(c) == 20
+    assert tune._worker_counts(8, 4) == [0, 1, 2, 4]
+
+
+def test_cli_front(tmp_path):
+    script = tmp_path / "data.py"
+    script.write_text(
+        "import torch\n"
+        "class D(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 500\n"
+        "    def __getitem__(self, i): return torch.tensor([i])\n"
+        "def dataset():\n"
+        "    return D()\n")
+    import subprocess
+    import sys
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "stoker", "tune", "dataloader", "--script",
+                        str(script), "--batch-size", "16", "--time", "3", "--workers", "0,1",
+                        "--json", str(out)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    assert "recommended: DataLoader(" in p.stdout
+    assert json.loads(out.read_text())["batch_size"] == 16
+
+    from stoker.__main__ import main
+    err = io.StringIO()
+    real = sys.stderr
+    sys.stderr = err
+    try:
+        assert main(["tune", "dataloader", "--script", str(script), "--batch-size", "0"]) == 2
+        assert main(["tune", "dataloader", "--script", str(script), "--batch-size", "4",
+                     "--dataset", "nope"]) == 2
+    finally:
+        sys.stderr = real
+    assert "batch_size" in err.getvalue() and "nope" in err.getvalue()
