@@ -35,10 +35,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$VENV"
 fi
 # pyarrow >= 21 needs NumPy 2, but Debian's torch 1.13 needs NumPy 1.x: pin it.
-PY_PKGS=("pyarrow<21" webdataset tfrecord)
+# scikit-build-core: the build backend of `pip install .` (pyproject.toml; python/).
+PY_PKGS=("pyarrow<21" webdataset tfrecord scikit-build-core)
 need_py=()
 for p in "${PY_PKGS[@]}"; do
   mod="${p%%[<>=]*}"
+  mod="${mod//-/_}"
   "$VENV/bin/python" -c "import $mod" 2>/dev/null || need_py+=("$p")
 done
 if [ ${#need_py[@]} -gt 0 ]; then
