@@ -60,6 +60,9 @@ struct PipelineOptions {
   RankBalance balance = RankBalance::kPad;
 
   int threads = 0;                  // 0 = auto (autotuner, CPU budget = available cores)
+  // Every worker runs read, decode and augment for its own sample (no hand-off between
+  // threads); `threads` workers, default one per core. threads == 1 is always fused.
+  bool fused = false;
   int prefetch = 0;                 // ready batches buffered; 0 = auto
   int64_t memory_budget = 0;        // bytes for batch and sample buffers; 0 = auto
   int cpu_budget = 0;               // cores the pipeline may use; 0 = all available

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's main job: installs what is missing, builds, and runs `stoker demo`
+# (a naive and an auto-tuned pipeline in front of an emulated training step).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$ROOT/scripts/install-deps.sh"
+"$ROOT/scripts/build.sh"
+exec "$ROOT/build/stoker" demo "$@"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds, and runs every test:
+#   1. the GoogleTest suite under ASan+UBSan (build-asan/),
+#   2. the executor and core tests under TSan (build-tsan/),
+#   3. the CLI and Python tests (pytest) against the normal build (build/).
+# STOKER_TEST_QUICK=1 skips the sanitizer builds (for local iteration).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+JOBS="${STOKER_JOBS:-$(nproc)}"
+"$ROOT/scripts/install-deps.sh"
+
+step() { printf '\n== %s ==\n' "$*"; }
+
+step "build (RelWithDebInfo)"
+"$ROOT/scripts/build.sh"
+
+if [ "${STOKER_TEST_QUICK:-0}" != 1 ]; then
+  step "GoogleTest under ASan+UBSan"
+  if [ ! -f "$ROOT/build-asan/build.ninja" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+      -DSTOKER_SANITIZE=address,undefined >/dev/null
+  fi
+  cmake --build "$ROOT/build-asan" -j "$JOBS" --target stoker_tests stoker
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$ROOT/build-asan" -j "$JOBS" --output-on-failure
+
+  step "executor tests under TSan"
+  if [ ! -f "$ROOT/build-tsan/build.ninja" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DSTOKER_SANITIZE=thread -DSTOKER_TSAN_SUBSET=ON >/dev/null
+  fi
+  cmake --build "$ROOT/build-tsan" -j "$JOBS" --target stoker_tests
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    "$ROOT/build-tsan/stoker_tests" --gtest_brief=1
+else
+  step "GoogleTest (quick, no sanitizers)"
+  ctest --test-dir "$ROOT/build" -j "$JOBS" --output-on-failure
+fi
+
+step "Python and CLI tests (pytest)"
+export STOKER_BINARY="$ROOT/build/stoker"
+export STOKER_PYTHON_BUILD="$ROOT/build/python"
+"$ROOT/.venv/bin/python" -m pytest -q "$ROOT/python/tests" "$ROOT/tests/cli"
+echo
+echo "all tests passed"

@@ -1,0 +1,116 @@
+#include "pipeline/plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+#include "core/random.h"
+
+namespace stoker {
+
+uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance) {
+  uint64_t w = static_cast<uint64_t>(world_size < 1 ? 1 : world_size);
+  return balance == RankBalance::kDrop ? n / w : (n + w - 1) / w;
+}
+
+std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
+                                  const EpochPlanOptions& o) {
+  std::vector<uint64_t> order;
+  order.reserve(n);
+  if (!o.shuffle) {
+    for (uint64_t i = 0; i < n; ++i) order.push_back(i);
+    return order;
+  }
+  if (o.global_shuffle || (shards.size() <= 1 && o.shuffle_buffer >= n)) {
+    for (uint64_t i = 0; i < n; ++i) order.push_back(i);
+    Rng rng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamGlobalShuffle);
+    for (uint64_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+    return order;
+  }
+  // Shard order.
+  std::vector<size_t> sorder(shards.size());
+  std::iota(sorder.begin(), sorder.end(), 0);
+  Rng srng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamShardOrder);
+  for (size_t i = sorder.size(); i > 1; --i) std::swap(sorder[i - 1], sorder[srng.Below(i)]);
+  // Shuffle buffer over the concatenated shards.
+  size_t k = std::max<size_t>(1, o.shuffle_buffer);
+  std::vector<uint64_t> buf;
+  buf.reserve(std::min<uint64_t>(k, n));
+  Rng rng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamShuffleBuffer);
+  for (size_t s : sorder) {
+    for (uint64_t i = shards[s].begin; i < shards[s].end; ++i) {
+      if (buf.size() < k) {
+        buf.push_back(i);
+        continue;
+      }
+      size_t j = rng.Below(k);
+      order.push_back(buf[j]);
+      buf[j] = i;
+    }
+  }
+  for (size_t i = buf.size(); i > 1; --i) std::swap(buf[i - 1], buf[rng.Below(i)]);
+  order.insert(order.end(), buf.begin(), buf.end());
+  return order;
+}
+
+Result<std::vector<uint64_t>> PlanEpoch(const std::vector<ShardInfo>& shards, uint64_t n,
+                                        int epoch, const EpochPlanOptions& o) {
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    return InvalidArgument("rank {} is not in [0, world size {})", o.rank, o.world_size);
+  if (n == 0) return InvalidArgument("the dataset is empty");
+  uint64_t per = SamplesPerRank(n, o.world_size, o.balance);
+  if (per == 0)
+    return InvalidArgument(
+        "the dataset has {} samples, fewer than the world size {}: with --balance drop every "
+        "rank would get none",
+        n, o.world_size);
+  std::vector<uint64_t> global = GlobalOrder(shards, n, epoch, o);
+  std::vector<uint64_t> mine;
+  mine.reserve(per);
+  uint64_t start = per * static_cast<uint64_t>(o.rank);
+  for (uint64_t i = 0; i < per; ++i) mine.push_back(global[(start + i) % n]);
+  return mine;
+}
+
+Result<RankInfo> ResolveRank(int rank, int world_size) {
+  RankInfo info;
+  if (rank >= 0 || world_size > 0) {
+    if (rank < 0 || world_size < 1)
+      return InvalidArgument("give both --rank and --world-size (got rank {}, world size {})",
+                             rank, world_size);
+    info.rank = rank;
+    info.world_size = world_size;
+    info.source = "options";
+  } else {
+    struct Pair {
+      const char* r;
+      const char* w;
+      const char* name;
+    };
+    const Pair pairs[] = {{"RANK", "WORLD_SIZE", "RANK/WORLD_SIZE"},
+                          {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_*"},
+                          {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_*"}};
+    info.source = "default";
+    for (const auto& p : pairs) {
+      const char* r = std::getenv(p.r);
+      const char* w = std::getenv(p.w);
+      if (r && w && *r && *w) {
+        char* end1 = nullptr;
+        char* end2 = nullptr;
+        long rv = std::strtol(r, &end1, 10), wv = std::strtol(w, &end2, 10);
+        if (*end1 || *end2)
+          return InvalidArgument("{}={} / {}={} are not integers", p.r, r, p.w, w);
+        info.rank = static_cast<int>(rv);
+        info.world_size = static_cast<int>(wv);
+        info.source = p.name;
+        break;
+      }
+    }
+  }
+  if (info.world_size < 1 || info.rank < 0 || info.rank >= info.world_size)
+    return InvalidArgument("rank {} is not in [0, world size {}) (from {})", info.rank,
+                           info.world_size, info.source);
+  return info;
+}
+
+}  // namespace stoker

@@ -1,0 +1,52 @@
+// Epoch planning: which dataset indices this rank delivers, in which order. A pure
+// function of (dataset shape, seed, epoch, rank, world size): no threads, no clocks.
+//
+// Global order: with shuffling, either a full permutation (datasets where every read costs
+// the same, like a folder of files: PyTorch's RandomSampler), or shard order shuffled and
+// the concatenated samples passed through a bounded shuffle buffer (WebDataset-style, so
+// reads stay mostly sequential within shards). The buffer is simulated on indices, so it
+// costs 8 bytes per slot, not a sample.
+// Rank split: rank r takes the contiguous block [r*per, (r+1)*per) of the global order
+// (contiguous keeps shard locality), per = floor(N/W) (drop) or ceil(N/W) (pad: the last
+// blocks wrap around to the start, as torch's DistributedSampler pads). Every rank gets
+// exactly `per` samples, so the batch count is equal on all ranks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "pipeline/pipeline.h"
+
+namespace stoker {
+
+struct EpochPlanOptions {
+  bool shuffle = true;
+  bool global_shuffle = false;  // full permutation instead of shards + buffer
+  uint64_t seed = 0;
+  size_t shuffle_buffer = 8192;
+  int rank = 0, world_size = 1;
+  RankBalance balance = RankBalance::kPad;
+};
+
+// Samples every rank gets per epoch.
+uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance);
+
+// The global order of all n samples for `epoch` (before the rank split).
+std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
+                                  const EpochPlanOptions& o);
+
+// This rank's indices, in delivery order.
+Result<std::vector<uint64_t>> PlanEpoch(const std::vector<ShardInfo>& shards, uint64_t n,
+                                        int epoch, const EpochPlanOptions& o);
+
+// Random streams (the `stream` argument of Rng) used across stoker.
+enum RngStream : uint64_t {
+  kStreamShardOrder = 1,
+  kStreamShuffleBuffer = 2,
+  kStreamGlobalShuffle = 3,
+  kStreamCrop = 10,
+  kStreamFlip = 11,
+};
+
+}  // namespace stoker
