@@ -108,6 +108,9 @@ class PyPipeline {
     pyb::dict d = BatchToDict(BatchKeep{b, p_}, k, with_keys);
     d["_epoch"] = b->epoch;
     d["_batch"] = b->index;
+    // Address of the batch's main buffer, so tests can check that views do not copy.
+    d["_ptr"] = reinterpret_cast<uintptr_t>(b->images ? b->images
+                                                      : static_cast<const void*>(b->raw.data()));
     return d;
   }
 

@@ -397,7 +397,7 @@ class Pipeline:
         d = self._p.next(self._kind, self._keys)
         if d is None:
             return None
-        del d["_epoch"], d["_batch"]
+        del d["_epoch"], d["_batch"], d["_ptr"]
         if self._torch is not None:
             from_dlpack = self._torch.utils.dlpack.from_dlpack
             for k, v in d.items():

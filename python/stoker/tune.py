@@ -847,8 +847,13 @@ def tune_dataloader(dataset, batch_size, *, time_budget=60.0, num_workers=None,
                         f"{t.fix}: {t.score:.1f}/s" for t in results) + f" vs {base.score:.1f}/s)")
             hazards.append(Hazard("kernel-time", "the loading processes spend much of their CPU "
                                   "time in the kernel", evidence, fix_text))
-    return TuneResult(trials, recommended, best, hazards, fixes, n_data, batch_size,
-                      epoch_samples, clock() - t_start, tolerance, target, skipped)
+    result = TuneResult(trials, recommended, best, hazards, fixes, n_data, batch_size,
+                        epoch_samples, clock() - t_start, tolerance, target, skipped)
+    if chart_path:
+        result.svg(chart_path)
+    if json_path:
+        result.to_json(json_path)
+    return result
 
 
 def _measured_hazards(trials, recommended, torch, tuner):

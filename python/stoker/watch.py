@@ -270,7 +270,8 @@ class Watch:
         known = [s for s in samples if s is not None]
         n_samples = sum(known) if len(known) == len(samples) and samples else None
         trend, fracs = self._trend(wait, step)
-        verdict = diagnose_steps(wait, step, batch_size=self.batch_size)
+        bs = self.batch_size or (known[0] if known else None)
+        verdict = diagnose_steps(wait, step, batch_size=bs)
         frac = sum(wait) / total if total > 0 else 0.0
         return {
             "steps": len(self.wait_s),

@@ -53,12 +53,12 @@ def test_slow_loader_is_input_bound():
     assert steps == 40 and r["steps"] == 40
     assert r["measured_steps"] == 39  # one warm-up step not counted
     assert r["wait_frac"] == pytest.approx(50 / 60)
-    assert r["verdict"]["kind"] == "input-bound"
+    assert r["verdict"]["kind"] == "input_bound"
     assert r["samples_per_s"] == pytest.approx(32 / 0.060)
     assert r["wait_ms_mean"] == pytest.approx(50.0)
     assert r["step_ms_mean"] == pytest.approx(10.0)
     assert r["first_batch_s"] == pytest.approx(0.050)
-    assert "input-bound" in text and "waiting for data: 83.3%" in text
+    assert "Input-bound: 83% of each 60 ms step" in text and "waiting for data: 83.3%" in text
 
 
 def test_fast_loader_slow_step_is_compute_bound():
@@ -66,14 +66,15 @@ def test_fast_loader_slow_step_is_compute_bound():
     w, text, _ = run_loop(clock, SlowLoader(clock, 40, 0.001), step_s=0.100)
     r = w.report()
     assert r["wait_frac"] == pytest.approx(1 / 101)
-    assert r["verdict"]["kind"] == "compute-bound"
-    assert "compute-bound" in text
+    assert r["verdict"]["kind"] == "compute_bound"
+    assert "Not input-bound" in text
 
 
-def test_moderate_wait_is_partly_input_bound():
+def test_moderate_wait_is_healthy():
     clock = FakeClock()
     w, _, _ = run_loop(clock, SlowLoader(clock, 20, 0.010), step_s=0.090)
-    assert w.report()["verdict"]["kind"] == "partly input-bound"
+    v = w.report()["verdict"]
+    assert v["kind"] == "healthy" and v["headline"].startswith("Mostly fed: ")
 
 
 def test_trend_rising_when_the_loader_slows_down():
@@ -109,7 +110,7 @@ def test_break_closes_the_last_step_and_json(tmp_path):
     assert r["steps"] == 10
     assert r["measured_steps"] == 9
     assert r["step_s"] == pytest.approx(0.09)
-    assert r["verdict"]["kind"] == "input-bound"
+    assert r["verdict"]["kind"] == "input_bound"
     assert out.getvalue().count("stoker.watch: 10 steps") == 1
 
 
@@ -182,5 +183,21 @@ def test_diagnose_steps_validates():
     with pytest.raises(ValueError, match="differ in length"):
         stoker.diagnose_steps([0.1], [0.1, 0.2])
     v = stoker.diagnose_steps([0.5, 0.5], [0.1, 0.1])
-    assert v.kind == "input-bound" and v.input_frac == pytest.approx(0.5 / 0.6)
+    assert v.kind == "input_bound" and v.input_frac == pytest.approx(0.5 / 0.6)
     assert v.source in ("doctor", "fallback")
+    assert stoker.diagnose_steps([], []).kind == "no_data"
+
+
+@pytest.mark.skipif(not stoker.verdict.doctor_available(),
+                    reason="the C++ doctor is not built into the extension")
+def test_fallback_agrees_with_the_cpp_doctor():
+    from stoker import verdict
+    for wait, comp in [([0.05] * 10, [0.01] * 10), ([0.001] * 5, [0.1] * 5),
+                       ([0.01, 0.02, 0.0], [0.09, 0.08, 0.1]), ([0.0] * 3, [0.2] * 3),
+                       ([0.02] * 4, [0.08] * 4)]:
+        d = verdict.diagnose_steps(wait, comp, batch_size=32, cpus=2)
+        f = verdict._fallback(wait, comp, 2)
+        assert d.source == "doctor"
+        assert (d.kind, d.headline, d.evidence, d.fixes) == (f.kind, f.headline, f.evidence, f.fixes)
+        assert d.input_frac == pytest.approx(f.input_frac)
+        assert d.confidence == pytest.approx(f.confidence)

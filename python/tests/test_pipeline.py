@@ -1,0 +1,275 @@
+"""stoker.Pipeline against the C++ engine: same outputs, zero-copy views, exact resume,
+argument checking and error translation."""
+
+import json
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+import stoker
+from conftest import needs_ext, write_image_folder
+
+pytestmark = needs_ext
+
+SMALL = dict(decode="val", image_size=32, val_resize=36, threads=2, prefetch=2)
+
+
+def cpp_options(p):
+    """The option dict the Python layer handed to the engine (for the C++ reference run)."""
+    return dict(p._options)
+
+
+def crc(a):
+    return zlib.crc32(np.ascontiguousarray(a).view(np.uint8).reshape(-1).data)
+
+
+def digest(pipeline):
+    rows = []
+    for b in pipeline:
+        img = b["image"] if "image" in b else b["data"]
+        img = img.numpy() if hasattr(img, "numpy") else img
+        rows.append({"size": len(b["label"]), "index": list(np.asarray(b["index"])),
+                     "label": list(np.asarray(b["label"])), "crc32": crc(img)})
+    return rows
+
+
+def test_outputs_equal_the_cpp_engine(image_folder):
+    for kw in (dict(SMALL, shuffle=True, seed=7, batch_size=5),
+               dict(decode="train", image_size=24, threads=3, seed=3, batch_size=4),
+               dict(SMALL, layout="uint8", shuffle=False, batch_size=8, drop_last=True)):
+        p = stoker.Pipeline(image_folder, **kw)
+        mine = digest(p)
+        ref = stoker._errors._ext._cpp_digest(cpp_options(p), epoch=0)
+        assert len(mine) == len(ref) == len(p)
+        for m, r in zip(mine, ref):
+            assert m["index"] == r["index"]
+            assert m["label"] == r["label"]
+            assert m["crc32"] == r["crc32"]
+            assert m["size"] == r["size"]
+        # The delivered order is the engine's plan for the epoch.
+        order = [i for m in mine for i in m["index"]]
+        assert order == list(p.epoch_order(0))[:len(order)]
+
+
+def test_torch_output_equals_numpy_output(image_folder):
+    torch = pytest.importorskip("torch")
+    a = digest(stoker.Pipeline(image_folder, batch_size=6, seed=11, **SMALL))
+    t = stoker.Pipeline(image_folder, batch_size=6, seed=11, output="torch", **SMALL)
+    b = digest(t)
+    assert a == b
+    batch = next(iter(t))
+    assert isinstance(batch["image"], torch.Tensor) and batch["image"].dtype == torch.float32
+    assert batch["image"].shape == (6, 3, 32, 32)
+    assert batch["label"].dtype == torch.int64
+
+
+def test_labels_and_raw_bytes_match_the_files(image_folder):
+    classes = sorted(os.listdir(image_folder))
+    p = stoker.Pipeline(image_folder, decode="raw", batch_size=5, shuffle=False, keys=True)
+    seen = 0
+    for b in p:
+        data, off = b["data"], b["offsets"]
+        assert off[0] == 0 and off[-1] == len(data) and len(off) == len(b["label"]) + 1
+        for k, key in enumerate(b["key"]):
+            cls = key.split("/")[0]
+            assert b["label"][k] == classes.index(cls)
+            with open(os.path.join(image_folder, key), "rb") as f:
+                assert bytes(data[off[k]:off[k + 1]]) == f.read()
+            seen += 1
+    assert seen == p.dataset_size == 24
+
+
+def test_numpy_and_dlpack_views_do_not_copy(image_folder):
+    torch = pytest.importorskip("torch")
+    p = stoker.Pipeline(image_folder, batch_size=4, **SMALL)
+    p._p.start_epoch(0, 0)
+    d = p._p.next("numpy", False)
+    img = d["image"]
+    assert img.ctypes.data == d["_ptr"] and not img.flags.owndata
+    assert img.shape == (4, 3, 32, 32)
+    d2 = p._p.next("dlpack", False)
+    t = torch.utils.dlpack.from_dlpack(d2["image"])
+    assert t.data_ptr() == d2["_ptr"]
+    assert t.shape == (4, 3, 32, 32) and t.is_contiguous()
+    # Through the public API: the tensor and its NumPy view share the engine's buffer.
+    tp = stoker.Pipeline(image_folder, batch_size=4, output="torch", **SMALL)
+    b = next(iter(tp))
+    arr = b["image"].numpy()
+    assert arr.ctypes.data == b["image"].data_ptr()
+    # The views keep the batch alive after the pipeline is closed and gone.
+    keep_np, keep_t = img.copy(), t.clone()
+    p.close()
+    tp.close()
+    del p, tp
+    import gc
+    gc.collect()
+    assert np.array_equal(img, keep_np) and torch.equal(t, keep_t)
+
+
+def test_exact_mid_epoch_resume(image_folder, tmp_path):
+    kw = dict(SMALL, batch_size=3, seed=5)
+    p = stoker.Pipeline(image_folder, **kw)
+    full = digest(stoker.Pipeline(image_folder, **kw))
+    it = iter(p)
+    head = [next(it) for _ in range(3)]
+    state = p.state_dict()
+    assert state["epoch"] == 0 and state["batch"] == 3
+    rest_a = digest_iter(it)
+    # A new process would load the state from disk.
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    q = stoker.Pipeline(image_folder, **kw)
+    q.load_state_dict(json.loads((tmp_path / "state.json").read_text()))
+    rest_b = digest(q)
+    assert rest_a == rest_b == full[3:]
+    got = [i for b in head for i in b["index"]] + [i for r in rest_b for i in r["index"]]
+    assert sorted(got) == list(range(24)) and len(set(got)) == 24  # none lost, none repeated
+    # After the epoch, the state points at the next epoch's start.
+    assert q.state_dict()["epoch"] == 1 and q.state_dict()["batch"] == 0
+
+
+def digest_iter(it):
+    class Wrap:
+        def __iter__(self):
+            return it
+    return digest(Wrap())
+
+
+def test_resume_in_a_later_epoch_and_set_epoch(image_folder):
+    kw = dict(SMALL, batch_size=4, seed=9)
+    p = stoker.Pipeline(image_folder, **kw)
+    e0 = digest(p)
+    e1 = digest(p)  # epochs advance by themselves after a full pass
+    assert [r["index"] for r in e0] != [r["index"] for r in e1]
+    p.set_epoch(1)
+    assert digest(p) == e1
+    p.set_epoch(1)
+    it = iter(p)
+    next(it), next(it)
+    s = p.state_dict()
+    assert (s["epoch"], s["batch"]) == (1, 2)
+    q = stoker.Pipeline(image_folder, **kw)
+    q.load_state_dict(s)
+    assert digest(q) == e1[2:]
+
+
+def test_load_state_dict_rejects_other_configurations(image_folder):
+    p = stoker.Pipeline(image_folder, batch_size=4, seed=1, **SMALL)
+    s = p.state_dict()
+    with pytest.raises(ValueError, match="seed: saved 1, now 2"):
+        stoker.Pipeline(image_folder, batch_size=4, seed=2, **SMALL).load_state_dict(s)
+    with pytest.raises(ValueError, match="batch_size"):
+        stoker.Pipeline(image_folder, batch_size=5, seed=1, **SMALL).load_state_dict(s)
+    with pytest.raises(ValueError, match="missing"):
+        p.load_state_dict({"epoch": 0})
+    with pytest.raises(ValueError, match="past the epoch"):
+        p.load_state_dict(dict(s, batch=len(p) + 1))
+
+
+def test_len_and_drop_last(image_folder):
+    assert len(stoker.Pipeline(image_folder, batch_size=5, **SMALL)) == 5
+    p = stoker.Pipeline(image_folder, batch_size=5, drop_last=True, **SMALL)
+    assert len(p) == 4 and sum(len(b["label"]) for b in p) == 20
+
+
+def test_explicit_rank_world_size_shards(image_folder):
+    shards = []
+    for r in range(3):
+        p = stoker.Pipeline(image_folder, batch_size=4, rank=r, world_size=3, seed=2, **SMALL)
+        assert (p.rank, p.world_size) == (r, 3)
+        shards.append([i for b in p for i in b["index"]])
+    assert all(len(s) == 8 for s in shards)
+    assert sorted(i for s in shards for i in s) == list(range(24))
+
+
+def test_bad_arguments_raise_clear_value_errors(image_folder, tmp_path):
+    cases = [
+        (dict(decode="fancy"), "decode='fancy' is not one of"),
+        (dict(batch_size=0), "batch_size must be >= 1"),
+        (dict(batch_size=2.5), "batch_size must be an integer"),
+        (dict(threads=-1), "threads must be 'auto' or an integer >= 1"),
+        (dict(prefetch="lots"), "prefetch must be 'auto'"),
+        (dict(rank=1), "give both rank and world_size"),
+        (dict(rank=2, world_size=2), "rank 2 is not below world_size 2"),
+        (dict(mean=(123.7, 116.3, 103.5)), r"mean values must be in \[0.0, 1.0\]"),
+        (dict(std=(0.2, 0.2)), "std must be 3 numbers"),
+        (dict(layout="chw"), "layout='chw'"),
+        (dict(on_error="ignore"), "on_error='ignore'"),
+        (dict(output="jax"), "output='jax'"),
+        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(scale=(0.9, 0.1)), r"\(min, max\)"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            stoker.Pipeline(image_folder, **kw)
+    with pytest.raises(ValueError, match="source must be"):
+        stoker.Pipeline("")
+    # Errors from the C++ core arrive with the core's message, as the matching exception.
+    missing = str(tmp_path / "nope")
+    with pytest.raises(stoker.StokerError) as ei:
+        stoker.Pipeline(missing)
+    assert "nope" in str(ei.value)
+    assert isinstance(ei.value, (FileNotFoundError, ValueError, OSError))
+    with pytest.raises(ValueError, match="unknown pipeline option 'bogus'"):
+        stoker._errors._ext.Pipeline({"data": image_folder, "bogus": 1})
+    with pytest.raises(ValueError, match="option 'batch_size': expected an int"):
+        stoker._errors._ext.Pipeline({"data": image_folder, "batch_size": "x"})
+
+
+def test_status_codes_map_to_exception_classes():
+    ext = stoker._errors._ext
+    table = [(1, stoker.InvalidArgumentError, ValueError),
+             (2, stoker.NotFoundError, FileNotFoundError),
+             (3, stoker.StokerIOError, OSError),
+             (4, stoker.CorruptDataError, stoker.StokerError),
+             (5, stoker.UnimplementedError, NotImplementedError),
+             (6, stoker.CancelledError, stoker.StokerError),
+             (7, stoker.InternalError, stoker.StokerError),
+             (8, stoker.EndOfStreamError, IndexError)]
+    for code, cls, base in table:
+        with pytest.raises(cls) as ei:
+            ext._raise_status(code, f"shard-{code}.tar: member 'x.jpg': boom")
+        assert isinstance(ei.value, base) and isinstance(ei.value, stoker.StokerError)
+        assert str(ei.value) == f"shard-{code}.tar: member 'x.jpg': boom"
+        assert ei.value.code  # the StatusCode name
+
+
+def test_corrupt_sample_fail_and_skip(tmp_path):
+    root = write_image_folder(str(tmp_path / "imgs"), classes=2, per_class=5)
+    bad = os.path.join(root, "class_1", "img_002.jpg")
+    with open(bad, "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0 this is not a jpeg")
+    with pytest.raises(stoker.StokerError) as ei:
+        for _ in stoker.Pipeline(root, batch_size=3, shuffle=False, **SMALL):
+            pass
+    assert "img_002.jpg" in str(ei.value)
+    p = stoker.Pipeline(root, batch_size=3, shuffle=False, on_error="skip", **SMALL)
+    n = sum(len(b["label"]) for b in p)
+    assert n == 9
+    st = p.stats()
+    assert st["skipped"] == 1 and any("img_002.jpg" in s for s in st["skipped_items"])
+
+
+def test_pinned_memory_and_device_without_cuda(image_folder):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: python/tests/gpu_check.py covers this")
+    ok, why = stoker.pipeline.pinned_memory_available()
+    assert not ok and "CUDA" in why
+    with pytest.raises(ValueError, match="pin_memory=True"):
+        stoker.Pipeline(image_folder, pin_memory=True, **SMALL)
+    with pytest.raises(ValueError, match="no CUDA device"):
+        stoker.Pipeline(image_folder, device="cuda", **SMALL)
+    p = stoker.Pipeline(image_folder, device="cpu", batch_size=8, **SMALL)
+    assert not p.pinned and isinstance(next(iter(p))["image"], torch.Tensor)
+
+
+def test_watch_over_a_pipeline(image_folder):
+    import io
+    out = io.StringIO()
+    p = stoker.Pipeline(image_folder, batch_size=4, **SMALL)
+    w = stoker.watch(p, file=out)
+    n = sum(len(b["label"]) for b in w)
+    assert n == 24
+    assert w.report()["steps"] == 6 and "stoker.watch: 6 steps" in out.getvalue()
