@@ -5,6 +5,7 @@ namespace stoker {
 void RegisterBuiltinFormats() {
   RegisterFolderFormat();
   RegisterWdsFormat();
+  RegisterTFRecordFormat();
   RegisterLmdbFormat();
   RegisterHdf5Format();
   RegisterParquetFormat();

@@ -6,6 +6,7 @@ namespace stoker {
 
 void RegisterFolderFormat();
 void RegisterWdsFormat();
+void RegisterTFRecordFormat();
 void RegisterLmdbFormat();
 void RegisterHdf5Format();
 void RegisterParquetFormat();
