@@ -10,6 +10,8 @@ import numpy as np
 
 
 def image_folder(root, classes=4, per_class=64, size=(96, 80), seed=0):
+    """Makes (once) and returns root-<classes>x<per_class>-<w>x<h>/."""
+    root = f"{root}-{classes}x{per_class}-{size[0]}x{size[1]}"
     if os.path.isdir(root) and sum(len(f) for _, _, f in os.walk(root)) >= classes * per_class:
         return root
     exe = os.environ.get("STOKER_BIN") or shutil.which("stoker")

@@ -21,12 +21,12 @@ from _data import image_folder  # noqa: E402
 import stoker  # noqa: E402
 
 
-def dataset(per_class=64):
+def dataset(per_class=48, size=(256, 224)):
     """The Dataset to tune (also what `python -m stoker tune dataloader --script` calls)."""
     import torchvision
     import torchvision.transforms as T
-    root = image_folder(os.path.join(tempfile.gettempdir(), "stoker-example-images-large"),
-                        per_class=48, size=(256, 224))
+    root = image_folder(os.path.join(tempfile.gettempdir(), "stoker-example-images"),
+                        per_class=per_class, size=size)
     tf = T.Compose([T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.ToTensor(),
                     T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
     return torchvision.datasets.ImageFolder(root, tf)
@@ -41,7 +41,8 @@ def main(argv=None):
     if a.quick:
         a.time = 6.0
     out = tempfile.mkdtemp(prefix="stoker-tune-")
-    r = stoker.tune_dataloader(dataset(), a.batch_size, time_budget=a.time, progress=sys.stderr,
+    ds = dataset(12, (128, 112)) if a.quick else dataset()
+    r = stoker.tune_dataloader(ds, a.batch_size, time_budget=a.time, progress=sys.stderr,
                                chart_path=os.path.join(out, "chart.svg"),
                                json_path=os.path.join(out, "report.json"))
     print(r)

@@ -47,8 +47,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.quick:
         a.steps = 8
-    root = image_folder(os.path.join(tempfile.gettempdir(), "stoker-example-images-large"),
-                        per_class=48, size=(256, 224))
+    root = image_folder(os.path.join(tempfile.gettempdir(), "stoker-example-images"),
+                        per_class=12 if a.quick else 48,
+                        size=(128, 112) if a.quick else (256, 224))
     torch.manual_seed(0)
     model = SmallResNet(4, width=8)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

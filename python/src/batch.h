@@ -11,11 +11,11 @@
 
 namespace stoker::py {
 
-// What a view holds: the batch, and the pipeline (its buffer pool and allocator must
-// outlive every batch).
+// What a view holds: the batch. A BatchPtr may outlive its pipeline (the engine's pool is
+// shared with the deleters, and the allocators are process-lifetime), so views do not keep
+// the pipeline and its buffers alive.
 struct BatchKeep {
   BatchPtr batch;
-  std::shared_ptr<Pipeline> pipeline;
 };
 
 enum class ArrayKind { kNumpy, kDlpack };

@@ -105,7 +105,7 @@ class PyPipeline {
       if (IsEndOfStream(st)) return pyb::none();
       throw StatusError(st);
     }
-    pyb::dict d = BatchToDict(BatchKeep{b, p_}, k, with_keys);
+    pyb::dict d = BatchToDict(BatchKeep{b}, k, with_keys);
     d["_epoch"] = b->epoch;
     d["_batch"] = b->index;
     // Address of the batch's main buffer, so tests can check that views do not copy.

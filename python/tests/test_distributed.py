@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import needs_ext, write_image_folder
+from stoker_testing import needs_ext, write_image_folder
 
 pytestmark = needs_ext
 torch = pytest.importorskip("torch")

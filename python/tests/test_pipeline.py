@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import needs_ext, write_image_folder
+from stoker_testing import needs_ext, write_image_folder
 
 pytestmark = needs_ext
 

@@ -1,0 +1,105 @@
+"""Test helpers, and where the tests find the stoker package (imported by conftest.py, so
+this runs before any test module).
+
+Order: the build tree named by STOKER_PYTHON_BUILD (a CMake build directory configured with
+-DSTOKER_BUILD_PYTHON=ON, or its python/ subdirectory); else the default build directories
+build-py/ and build/ at the repository root; else an installed stoker (pip install .) whose
+extension imports; else the pure-Python sources (python/stoker), where the tests that need
+the compiled engine are skipped with a message that says how to build it.
+"""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_BUILDS = ("build-py", "build")
+
+
+def _candidates():
+    env = os.environ.get("STOKER_PYTHON_BUILD")
+    if env:
+        yield os.path.join(env, "python") if os.path.isdir(os.path.join(env, "python")) else env
+        return
+    for b in DEFAULT_BUILDS:
+        yield os.path.join(ROOT, b, "python")
+
+
+def _has_extension(d):
+    pkg = os.path.join(d, "stoker")
+    return os.path.isdir(pkg) and any(n.startswith("_stoker") and n.endswith(".so")
+                                      for n in os.listdir(pkg))
+
+
+BUILD_DIR = None
+for _d in _candidates():
+    if _has_extension(_d):
+        BUILD_DIR = _d
+        break
+if BUILD_DIR is None and os.environ.get("STOKER_PYTHON_BUILD"):
+    raise RuntimeError(f"STOKER_PYTHON_BUILD={os.environ['STOKER_PYTHON_BUILD']} holds no "
+                       f"stoker/_stoker*.so (build the _stoker target there)")
+
+
+def _installed_has_extension():
+    import importlib.util
+    try:
+        found = importlib.util.find_spec("stoker._stoker") is not None
+    except ImportError:
+        found = False
+    if not found:  # forget a half-found package so the sources below are imported instead
+        for k in [k for k in sys.modules if k == "stoker" or k.startswith("stoker.")]:
+            del sys.modules[k]
+    return found
+
+
+if BUILD_DIR is None and _installed_has_extension():
+    BUILD_DIR = ""  # use the installed package as it is
+elif BUILD_DIR is None:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+else:
+    sys.path.insert(0, BUILD_DIR)
+# Subprocesses (distributed tests, examples) see the same package.
+if BUILD_DIR != "":
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [sys.path[0]] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+import stoker  # noqa: E402
+
+NO_EXT_REASON = (
+    f"stoker's compiled engine is not built ({stoker.extension_error()}); build it with "
+    f"`cmake -S . -B build-py -G Ninja -DSTOKER_BUILD_PYTHON=ON && ninja -C build-py _stoker` "
+    f"or set STOKER_PYTHON_BUILD=<build dir>")
+
+needs_ext = pytest.mark.skipif(not stoker.extension_available(), reason=NO_EXT_REASON)
+
+
+def stoker_binary():
+    """The CLI binary next to the extension's build tree (or on PATH)."""
+    if BUILD_DIR:
+        cand = os.path.join(os.path.dirname(BUILD_DIR), "stoker")
+        if os.path.exists(cand):
+            return cand
+    for b in DEFAULT_BUILDS:
+        cand = os.path.join(ROOT, b, "stoker")
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+def write_image_folder(root, classes=3, per_class=8, size=(48, 40), seed=0):
+    """A tiny ImageFolder of JPEGs with distinct content: root/class_k/img_i.jpg."""
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        d = os.path.join(root, f"class_{c}")
+        os.makedirs(d, exist_ok=True)
+        for i in range(per_class):
+            w = size[0] + int(rng.integers(0, 16))
+            h = size[1] + int(rng.integers(0, 16))
+            arr = rng.integers(0, 255, size=(h, w, 3), dtype=np.uint8)
+            arr[: h // 2, :, c % 3] = 40 * c + 3 * i  # some structure so JPEG is not all noise
+            Image.fromarray(arr).save(os.path.join(d, f"img_{i:03d}.jpg"), quality=90)
+    return root
