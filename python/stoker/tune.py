@@ -347,6 +347,9 @@ def scan_dataset(dataset, *, max_depth=3, objects_threshold=PY_OBJECTS_HAZARD):
             if isinstance(v, (list, tuple, dict, set, frozenset, collections.deque)):
                 n = len(v)
                 if n >= objects_threshold:
+                    if id(v) in seen:  # the same list under another name (ImageFolder.imgs)
+                        continue
+                    seen.add(id(v))
                     hazards.append(Hazard(
                         "python-objects",
                         f"{p} is a Python {type(v).__name__} of {n} objects",

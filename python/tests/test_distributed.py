@@ -23,8 +23,11 @@ import torch
 import torch.distributed as dist
 import stoker
 
-data, out, balance = sys.argv[1], sys.argv[2], sys.argv[3]
-dist.init_process_group("gloo", init_method="env://")
+data, out, balance, port, rank = sys.argv[1:6]
+# No RANK/WORLD_SIZE in the environment: only torch.distributed knows the rank.
+assert "RANK" not in os.environ and "WORLD_SIZE" not in os.environ
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=int(rank),
+                        world_size=2)
 p = stoker.Pipeline(data, decode="val", image_size=16, val_resize=18, batch_size=4,
                     threads=1, balance=balance, seed=4, output="torch")
 indices = [int(i) for b in p for i in b["index"]]
@@ -53,13 +56,13 @@ def run_two(tmp_path, data, balance):
     port = free_port()
     procs = []
     for rank in range(2):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE="2", GLOO_SOCKET_IFNAME="lo")
-        # The Pipeline must take the rank from torch.distributed, not from these variables:
-        # RANK is needed by init_method=env://, so make the engine's own fallback disagree.
-        env["OMPI_COMM_WORLD_RANK"] = str(1 - rank)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and not k.startswith(
+                   ("OMPI_COMM_WORLD", "SLURM_"))}
+        env["GLOO_SOCKET_IFNAME"] = "lo"
         procs.append(subprocess.Popen(
-            [sys.executable, str(script), data, str(tmp_path / f"r{rank}.json"), balance],
+            [sys.executable, str(script), data, str(tmp_path / f"r{rank}.json"), balance,
+             str(port), str(rank)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for p in procs:
         try:

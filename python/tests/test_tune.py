@@ -328,3 +328,28 @@ def test_cli_front(tmp_path):
     finally:
         sys.stderr = real
     assert "batch_size" in err.getvalue() and "nope" in err.getvalue()
+
+
+def test_imagefolder_samples_list_is_flagged(tmp_path):
+    torchvision = pytest.importorskip("torchvision")
+    from stoker_testing import write_image_folder
+    root = write_image_folder(str(tmp_path / "imgs"), classes=2, per_class=6)
+    ds = torchvision.datasets.ImageFolder(root)
+    hz = tune.scan_dataset(ds, objects_threshold=10)  # real ImageFolders hold millions
+    msgs = [h.message for h in hz if h.kind == "python-objects"]
+    assert any(m.startswith("dataset.samples is a Python list of 12") for m in msgs)
+    assert tune.scan_dataset(ds) == []  # 12 samples are below the default threshold
+
+
+def test_proc_readers_on_this_process():
+    from stoker import _proc
+    u, s, minflt, _ = _proc.cpu_times(os.getpid())
+    assert u >= 0 and s >= 0 and minflt > 0
+    n, names = _proc.threads(os.getpid())
+    assert n >= 1 and len(names) == n
+    before = _proc.private_anon_bytes(os.getpid())
+    block = np.ones(32 << 20, dtype=np.uint8)  # 32 MiB of fresh anonymous pages
+    after = _proc.private_anon_bytes(os.getpid())
+    assert after - before >= 30 << 20
+    del block
+    assert _proc.cpu_times(2 ** 30) is None
