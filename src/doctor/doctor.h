@@ -1,0 +1,247 @@
+// The doctor: turns telemetry (profiler traces, GPU logs, stoker pipeline metrics) into a
+// step-time breakdown, one primary verdict with a confidence, and findings with their
+// evidence, the fix and the expected gain. The library never prints; render.h formats.
+//
+//   DoctorInputs in;
+//   STOKER_ASSIGN_OR_RETURN(in, LoadInputs(Env::Default(), {"traces/"}, {}));
+//   STOKER_ASSIGN_OR_RETURN(Report r, Diagnose(in));
+//   std::string text = RenderText(r);
+//
+// Simple per-step timings (what a Python training loop can measure by itself) go through
+// DiagnoseSteps(), which applies the same input-pipeline rules and wording:
+//
+//   std::vector<StepTiming> t = {{.data_wait_s = 0.031, .step_s = 0.100}, ...};
+//   auto r = DiagnoseSteps(t, {.batch_size = 256});   // -> input_bound, 1.45x ...
+//
+// This is the entry point the Python `stoker.watch(loader)` helper binds (pybind11): it
+// times `next(loader)` (data_wait_s) and the whole iteration (step_s) and hands the list
+// over; Report and RenderText/RenderJson are what it shows.
+//
+// Thresholds (see docs/doctor.md for the sources): DataLoader share of the step >= 5% is a
+// finding (PyTorch TensorBoard plugin rule), >= 20% the input_bound verdict (TensorFlow's
+// input-pipeline analyzer, "highly input-bound"); exposed communication >= 10% (TensorBoard
+// plugin); GPU idle caused by the host (launch/Python overhead, syncs) >= 15% (TensorFlow's
+// kernel-launch / all-other "high"); rank imbalance >= 10% of the step; throttled while busy
+// in >= 20% of busy samples; busy < 50% is low utilization (TensorBoard plugin, Nsight
+// Systems gpu_time_util); memory >= 90% is at the limit (TensorBoard plugin).
+// All thresholds are in Thresholds and can be changed by the caller.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "io/env.h"
+#include "telemetry/gpu_log.h"
+#include "telemetry/pipeline_metrics.h"
+#include "telemetry/trace.h"
+
+namespace stoker::doctor {
+
+enum class Verdict {
+  kInputBound,
+  kComputeBound,
+  kCommunicationBound,
+  kImbalance,
+  kHostBound,
+  kThrottled,
+  kHealthy,
+};
+const char* VerdictName(Verdict v);  // "input_bound", "compute_bound", ...
+
+struct Thresholds {
+  double input_warn = 0.05;         // TensorBoard plugin R1: DataLoader / step > 5%
+  double input_verdict = 0.20;      // TensorFlow input analyzer: >= 20% "HIGHLY input-bound"
+  double comm_warn = 0.03;          // TensorFlow (xprof) device collectives: 3%
+  double comm_verdict = 0.10;       // TensorBoard plugin R4: communication / step > 10%
+  double host_warn = 0.03;          // TensorFlow kernel launch / all-other: 3%
+  double host_verdict = 0.15;       // TensorFlow kernel launch / all-other: 15%
+  double imbalance_verdict = 0.10;  // stoker: straggler work excess / step
+  double compute_bound = 0.80;      // stoker: compute share for compute_bound
+  double low_util = 0.50;           // TensorBoard plugin R5, Nsight gpu_time_util: 50%
+  double mem_limit = 0.90;          // TensorBoard plugin R7: peak > 90% of device memory
+  double throttle_verdict = 0.20;   // stoker: share of busy samples with clocks throttled
+  double starvation_gap_s = 0.5;    // Nsight Systems gpu_gaps: 500 ms
+  double busy_util_pct = 50;        // a GPU log sample counts as busy at >= 50% util
+};
+
+struct DoctorOptions {
+  int batch_size = 0;  // samples per step, for samples/s (0 = unknown)
+  int cpus = 0;        // cores of the training machine (0 = unknown)
+  Thresholds thresholds;
+};
+
+// Inputs, already parsed (LoadInputs reads and sniffs files).
+struct DoctorInputs {
+  std::vector<telemetry::TraceSummary> traces;  // one per rank
+  std::vector<telemetry::GpuLog> gpu_logs;
+  std::vector<telemetry::PipelineMetrics> pipelines;
+  std::vector<std::string> notes;               // e.g. "skipped README.md in traces/"
+  DoctorOptions options;
+};
+
+struct LoadOptions {
+  telemetry::TraceReadOptions trace;
+  telemetry::GpuLogOptions gpu_log;
+};
+
+// Reads files and folders (a folder: every *.json, *.json.gz, *.csv, *.log, *.txt in it,
+// sorted). The type of each file is sniffed from its content. A file that is none of the
+// known kinds, or is malformed, is an error naming the file (kInvalidArgument/kCorrupt).
+Result<DoctorInputs> LoadInputs(Env* env, const std::vector<std::string>& paths,
+                                const LoadOptions& opts = {});
+
+// Fractions of step time (each in 0..1).
+struct Fractions {
+  double data_wait = 0;     // host waiting in DataLoader.__next__
+  double compute = 0;       // GPU compute kernels (CPU-only traces: host operators)
+  double comm = 0;          // communication not overlapped by compute (exposed)
+  double comm_total = 0;    // all communication kernels (or host collectives)
+  double comm_overlap = 0;  // share of communication overlapped by compute (of comm_total)
+  double h2d = 0;           // host-to-device copies not overlapped by kernels
+  double h2d_pageable = 0;  // ... of which from pageable memory
+  double other_gpu = 0;     // other copies and memsets, not overlapped
+  double idle = 0;          // GPU idle (CPU-only traces: host time outside any operator)
+  double idle_data = 0;     // ... while the host waits for the DataLoader
+  double idle_sync = 0;     // ... right after a host synchronization drained the GPU
+  double idle_host = 0;     // ... otherwise: the host does not launch fast enough
+  double sync = 0;          // host time in cudaStreamSynchronize & co
+  double optimizer = 0;     // Optimizer.step / zero_grad on the host
+};
+
+struct StepRow {
+  int64_t number = -1;
+  double start_s = 0, dur_s = 0;  // start relative to the first step
+  Fractions f;
+};
+
+struct GpuRow {
+  int device = -1;
+  std::string name;
+  Fractions f;
+  uint64_t kernels = 0, comm_kernels = 0;
+  double mean_kernel_us = 0;
+  uint64_t h2d_pageable = 0, h2d_pinned = 0;
+  int64_t h2d_pageable_bytes = 0;
+};
+
+struct TimelineSeg {
+  int lane = 0;          // index into RankReport::timeline_lanes
+  std::string kind;      // compute, comm, h2d, other, data, sync, optimizer, cpu
+  double begin_s = 0, end_s = 0;  // relative to the first step
+};
+
+struct RankReport {
+  int rank = 0;
+  std::string path, format;
+  bool gpu = false;
+  std::string dataloader;  // "single-process", "multi-process" or ""
+  int steps = 0;
+  double step_s_mean = 0, step_s_p50 = 0, step_s_p90 = 0;
+  double steps_per_s = 0, samples_per_s = 0;
+  Fractions f;             // time-weighted over steps (and mean over active GPUs)
+  std::vector<StepRow> step_rows;
+  std::vector<GpuRow> gpus;
+  uint64_t sync_calls = 0, launches = 0;
+  double kernels_per_step = 0;
+  int64_t peak_mem_bytes = -1, total_mem_bytes = 0;
+  bool tensor_cores_used = false, tc_capable = false, tc_eligible = false;
+  bool dataparallel_multi_gpu = false;
+  std::vector<std::string> timeline_lanes;
+  std::vector<TimelineSeg> timeline;  // the first few steps, coalesced for drawing
+};
+
+struct Finding {
+  std::string id;        // stable: "input.dataloader", "h2d.pageable", ...
+  std::string severity;  // "high", "medium", "low", "info"
+  std::string title;
+  std::string evidence;  // numbers from the input
+  std::string fix;
+  std::optional<double> expected_speedup;  // e.g. 1.43 for 30 ms removed from a 100 ms step
+  int rank = -1;         // the rank it is about, or -1
+};
+
+struct GpuLogSeries {
+  int gpu = -1;
+  std::vector<double> t_s, util, mem_used_frac, power_w, temp_c;  // downsampled (<= 600)
+};
+
+struct GpuLogReport {
+  std::string path, format;
+  int gpus = 0;
+  uint64_t samples = 0;
+  double duration_s = 0;
+  double util_mean = NAN;           // %, over all samples and GPUs
+  double busy_frac = NAN;           // share of samples with util >= busy_util_pct
+  int starvation_periods = 0;       // runs below low_util lasting >= starvation_gap_s
+  double starvation_s = 0, longest_starvation_s = 0;
+  double mem_used_max_frac = NAN;   // max memory.used / memory.total
+  double power_mean_w = NAN, power_max_w = NAN, temp_max_c = NAN;
+  double throttled_busy_frac = NAN; // busy samples with power/thermal throttle bits
+  int64_t throttle_bits_seen = 0;   // OR of the reasons seen while busy
+  double sm_active_mean = NAN, tensor_active_mean = NAN;
+  double proc_cpu_cores_mean = NAN, cpus = NAN, read_mib_s_mean = NAN;
+  std::vector<GpuLogSeries> series;
+};
+
+struct PipelineReport {
+  std::string path;
+  double samples_per_s = 0;
+  std::string bottleneck, bottleneck_kind;  // kind: storage, decode, ops, batch, consumer
+  double consumer_wait_frac = 0;
+  double cores_busy = 0;  // sum over stages of busy_frac * threads
+  int threads = 0, cpus = 0;
+  bool cores_saturated = false;
+  std::vector<telemetry::StageMetrics> stages;
+};
+
+struct CrossRank {
+  int ranks = 0;
+  double step_spread_s = 0, data_wait_spread_s = 0, comm_spread_s = 0;
+  int straggler_rank = -1;
+  double straggler_excess_s = 0;  // its work beyond the median of the others, per step
+  std::string straggler_cause;    // data_wait, compute, host
+};
+
+struct Report {
+  Verdict primary = Verdict::kHealthy;
+  double confidence = 0;
+  std::string summary;  // one sentence
+  bool gpu = false;     // any GPU activity in the traces
+  bool has_trace = false;
+  int steps = 0;
+  double step_s = 0;    // mean over ranks
+  double steps_per_s = 0, samples_per_s = 0;
+  int batch_size = 0;
+  Fractions breakdown;  // mean over ranks
+  std::vector<RankReport> ranks;
+  CrossRank cross;
+  std::vector<Finding> findings;  // sorted by expected gain, then severity
+  std::vector<GpuLogReport> gpu_logs;
+  std::optional<PipelineReport> pipeline;
+  std::vector<std::string> inputs;  // "path (kind)"
+  std::vector<std::string> notes;
+};
+
+Result<Report> Diagnose(const DoctorInputs& in);
+
+// Per-step timings measured by the training loop itself.
+struct StepTiming {
+  double data_wait_s = 0;  // time blocked in next(loader)
+  double step_s = 0;       // the whole iteration, including data_wait_s
+};
+// Same input-pipeline rules and wording as Diagnose(); kInvalidArgument for an empty list
+// or inconsistent timings (data_wait_s > step_s, negative values).
+Result<Report> DiagnoseSteps(const std::vector<StepTiming>& steps, const DoctorOptions& opts = {});
+
+// Per-trace analysis (exposed for tests).
+RankReport AnalyzeTrace(const telemetry::TraceSummary& t, const DoctorOptions& opts);
+GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th);
+PipelineReport AnalyzePipeline(const telemetry::PipelineMetrics& m, int cpus);
+
+// Expected speedup from removing `removed_s` from a step of `step_s`: step / (step - removed).
+double SpeedupFromRemoving(double step_s, double removed_s);
+
+}  // namespace stoker::doctor

@@ -1,0 +1,423 @@
+// Unit tests of each analysis on small hand-made traces whose answers are known by
+// construction (times in µs in the traces, as the profiler writes them).
+#include "doctor/doctor.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "doctor/render.h"
+
+namespace stoker::doctor {
+namespace {
+
+using telemetry::TraceSummary;
+
+class TraceBuilder {
+ public:
+  TraceBuilder& X(const std::string& cat, const std::string& name, double ts, double dur,
+                  const std::string& pid = "1", const std::string& tid = "1",
+                  const std::string& args = "{}") {
+    ev_.push_back(fmt::format(
+        R"({{"ph": "X", "cat": "{}", "name": "{}", "pid": {}, "tid": {}, "ts": {}, "dur": {}, "args": {}}})",
+        cat, name, pid, tid, ts, dur, args));
+    return *this;
+  }
+  TraceBuilder& Step(int n, double ts, double dur) {
+    return X("user_annotation", "ProfilerStep#" + std::to_string(n), ts, dur);
+  }
+  TraceBuilder& Data(double ts, double dur, bool single = true) {
+    return X("user_annotation",
+             std::string("enumerate(DataLoader)#_") +
+                 (single ? "SingleProcess" : "MultiProcessing") + "DataLoaderIter.__next__",
+             ts, dur);
+  }
+  TraceBuilder& Kernel(const std::string& name, double ts, double dur, int stream = 7) {
+    return X("kernel", name, ts, dur, "0", std::to_string(stream),
+             fmt::format(R"({{"device": 0, "stream": {}}})", stream));
+  }
+  TraceBuilder& Op(const std::string& name, double ts, double dur, const std::string& tid = "1") {
+    return X("cpu_op", name, ts, dur, "1", tid);
+  }
+  std::string Str(const std::string& extra = "") const {
+    std::string s = R"({"schemaVersion": 1, )" + extra + R"("traceEvents": [)";
+    for (size_t i = 0; i < ev_.size(); ++i) s += (i ? ",\n" : "\n") + ev_[i];
+    return s + "]}";
+  }
+  TraceSummary Summary(int rank = 0, const std::string& extra = "") const {
+    std::string s = Str(extra);
+    auto src = telemetry::MemoryByteSource(s, "test.json");
+    auto r = telemetry::ReadTrace(src.get());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    TraceSummary t = r.ok() ? std::move(*r) : TraceSummary();
+    t.rank = rank;
+    return t;
+  }
+
+ private:
+  std::vector<std::string> ev_;
+};
+
+Report Diag(std::vector<TraceSummary> traces, DoctorOptions o = {}) {
+  DoctorInputs in;
+  in.traces = std::move(traces);
+  in.options = o;
+  auto r = Diagnose(in);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : Report();
+}
+
+const Finding* Find(const Report& r, const std::string& id) {
+  for (const auto& f : r.findings) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+// The TensorBoard plugin's golden vector (tb_plugin/test/test_profiler.py
+// test_all_categories): DataLoader 180 of a 400 µs step, kernel 15, memcpy 10, memset 5.
+TEST(Doctor, TensorBoardPluginVector) {
+  TraceBuilder b;
+  b.Step(1, 50, 400).Data(100, 180)
+      .Op("aten::to", 200, 60).Op("aten::nll_loss_backward", 340, 70)
+      .X("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 405, 10, "0", "7", R"({"device": 0})")
+      .X("cuda_runtime", "cudaMemcpyAsync", 360, 20)
+      .X("gpu_memset", "Memset (Device)", 420, 5, "0", "7", R"({"device": 0})")
+      .X("cuda_runtime", "cudaMemsetAsync", 390, 10)
+      .Kernel("void cunn_ClassNLLCriterion_updateGradInput_kernel", 430, 15)
+      .X("cuda_runtime", "cudaLaunchKernel", 405, 5);
+  Report r = Diag({b.Summary()});
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_TRUE(r.gpu);
+  EXPECT_NEAR(r.step_s, 400e-6, 1e-12);
+  const Fractions& f = r.breakdown;
+  EXPECT_NEAR(f.data_wait, 180.0 / 400, 1e-9);
+  EXPECT_NEAR(f.compute, 15.0 / 400, 1e-9);
+  EXPECT_NEAR(f.h2d, 10.0 / 400, 1e-9);
+  EXPECT_NEAR(f.h2d_pageable, 10.0 / 400, 1e-9);
+  EXPECT_NEAR(f.other_gpu, 5.0 / 400, 1e-9);
+  EXPECT_NEAR(f.idle, 370.0 / 400, 1e-9);
+  EXPECT_NEAR(f.idle_data, 180.0 / 400, 1e-9);
+  EXPECT_NEAR(f.idle_host, 190.0 / 400, 1e-9);
+  const Finding* in = Find(r, "input.dataloader");
+  ASSERT_NE(in, nullptr);
+  EXPECT_NEAR(*in->expected_speedup, 400.0 / 220, 1e-6);
+  EXPECT_NE(in->fix.find("num_workers"), std::string::npos);
+  ASSERT_NE(Find(r, "h2d.pageable"), nullptr);
+  EXPECT_NE(Find(r, "h2d.pageable")->fix.find("pin_memory=True"), std::string::npos);
+}
+
+TEST(Doctor, InputBoundGpuLoop) {
+  // 4 steps of 100 ms: 30 ms waiting for data with the GPU idle, then 70 ms of kernels.
+  TraceBuilder b;
+  for (int i = 0; i < 4; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Data(s, 30000, false).Kernel("sgemm", s + 30000, 70000);
+  }
+  Report r = Diag({b.Summary()}, {.batch_size = 64});
+  EXPECT_EQ(r.primary, Verdict::kInputBound);
+  EXPECT_NEAR(r.breakdown.data_wait, 0.30, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_data, 0.30, 1e-9);
+  EXPECT_NEAR(r.breakdown.compute, 0.70, 1e-9);
+  EXPECT_NEAR(r.steps_per_s, 10.0, 1e-9);
+  EXPECT_NEAR(r.samples_per_s, 640.0, 1e-6);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].id, "input.dataloader");
+  EXPECT_NEAR(*r.findings[0].expected_speedup, 1.0 / 0.7, 1e-6);  // 30 ms of 100 -> 1.43x
+  EXPECT_NE(r.findings[0].fix.find("prefetch_factor"), std::string::npos);  // multi-process
+  EXPECT_GT(r.confidence, 0.6);
+  EXPECT_NE(r.summary.find("1.43x"), std::string::npos);
+}
+
+TEST(Doctor, ComputeBoundGpuLoop) {
+  TraceBuilder b;
+  for (int i = 0; i < 5; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Data(s, 500).Kernel("sgemm", s + 1000, 98000);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_EQ(r.primary, Verdict::kComputeBound);
+  EXPECT_NEAR(r.breakdown.compute, 0.98, 1e-9);
+  EXPECT_EQ(Find(r, "input.dataloader"), nullptr);
+  EXPECT_NE(Find(r, "compute.bound"), nullptr);
+}
+
+TEST(Doctor, CommunicationBoundAndOverlap) {
+  // Compute [0, 60], nccl [50, 90] ms: 40 ms of communication, 10 overlapped, 30 exposed.
+  TraceBuilder b;
+  for (int i = 0; i < 3; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Kernel("sgemm", s, 60000)
+        .Kernel("ncclKernel_AllReduce_RING_LL_Sum_float", s + 50000, 40000, 20);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_EQ(r.primary, Verdict::kCommunicationBound);
+  EXPECT_NEAR(r.breakdown.comm_total, 0.40, 1e-9);
+  EXPECT_NEAR(r.breakdown.comm, 0.30, 1e-9);
+  EXPECT_NEAR(r.breakdown.comm_overlap, 0.25, 1e-9);
+  const Finding* f = Find(r, "comm.exposed");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(*f->expected_speedup, 1.0 / 0.7, 1e-6);
+  EXPECT_NE(f->fix.find("bucket_cap_mb"), std::string::npos);
+}
+
+TEST(Doctor, HostSyncDrainsTheGpu) {
+  // A 40 ms kernel, the host blocks in cudaStreamSynchronize until it ends, then the GPU
+  // idles 60 ms until the next step's launch.
+  TraceBuilder b;
+  for (int i = 0; i < 3; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Kernel("sgemm", s, 40000)
+        .X("cuda_runtime", "cudaStreamSynchronize", s + 5000, 35010);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_EQ(r.primary, Verdict::kHostBound);
+  EXPECT_NEAR(r.breakdown.idle_sync, 0.60, 1e-6);
+  EXPECT_NEAR(r.breakdown.idle_host, 0.0, 1e-6);
+  const Finding* f = Find(r, "host.sync");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(*f->expected_speedup, 2.5, 1e-3);
+  EXPECT_NE(f->fix.find(".item()"), std::string::npos);
+}
+
+TEST(Doctor, LaunchBoundGpuLoop) {
+  // 200 kernels of 5 µs with 45 µs gaps: the GPU is busy 10% of the time.
+  TraceBuilder b;
+  for (int i = 0; i < 2; ++i) {
+    double s = i * 10000.0;
+    b.Step(i, s, 10000);
+    for (int k = 0; k < 200; ++k) b.Kernel("elementwise", s + k * 50, 5);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_EQ(r.primary, Verdict::kHostBound);
+  EXPECT_NEAR(r.breakdown.compute, 0.10, 1e-9);
+  const Finding* f = Find(r, "host.launch");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix.find("CUDA Graphs"), std::string::npos);
+}
+
+TraceSummary CpuRank(int rank, double data_ms, double comm_ms) {
+  // A CPU-only DDP-like step of 100 ms: DataLoader, 40 ms of operators, an all-reduce on
+  // another thread during which the main thread waits, then the optimizer.
+  TraceBuilder b;
+  for (int i = 0; i < 4; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Data(s, data_ms * 1000)
+        .Op("aten::linear", s + data_ms * 1000, 40000)
+        .X("user_annotation", "gloo:all_reduce", s + (data_ms + 40) * 1000, comm_ms * 1000, "1", "2")
+        .X("user_annotation", "Optimizer.step#SGD.step", s + 95000, 5000);
+  }
+  return b.Summary(rank);
+}
+
+TEST(Doctor, CpuOnlyBreakdown) {
+  Report r = Diag({CpuRank(0, 5, 50)});
+  EXPECT_FALSE(r.gpu);
+  EXPECT_NEAR(r.breakdown.data_wait, 0.05, 1e-9);
+  EXPECT_NEAR(r.breakdown.compute, 0.40, 1e-9);
+  EXPECT_NEAR(r.breakdown.comm, 0.50, 1e-9);
+  EXPECT_NEAR(r.breakdown.optimizer, 0.05, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle, 0.0, 1e-9);
+  EXPECT_EQ(r.primary, Verdict::kCommunicationBound);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.back().find("no GPU events"), std::string::npos);
+  // No GPU findings from a CPU-only trace.
+  for (const auto& f : r.findings) {
+    EXPECT_TRUE(f.id.rfind("h2d", 0) != 0 && f.id.rfind("host.sync", 0) != 0 &&
+                f.id.rfind("compute.amp", 0) != 0)
+        << f.id;
+  }
+}
+
+TEST(Doctor, StragglerRankIsTheImbalance) {
+  // Rank 1 waits 50 ms for data; rank 0 waits for rank 1 in the all-reduce.
+  Report r = Diag({CpuRank(0, 5, 50), CpuRank(1, 50, 5)});
+  EXPECT_EQ(r.primary, Verdict::kImbalance);
+  EXPECT_EQ(r.cross.straggler_rank, 1);
+  EXPECT_EQ(r.cross.straggler_cause, "data_wait");
+  EXPECT_NEAR(r.cross.straggler_excess_s, 0.045, 1e-9);
+  EXPECT_NEAR(r.cross.data_wait_spread_s, 0.045, 1e-9);
+  const Finding* f = Find(r, "imbalance.straggler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_NEAR(*f->expected_speedup, 100.0 / 55, 1e-6);
+  EXPECT_NE(r.summary.find("rank 1"), std::string::npos);
+}
+
+TEST(Doctor, BalancedRanksAreNotImbalanced) {
+  Report r = Diag({CpuRank(0, 30, 5), CpuRank(1, 31, 4)});
+  EXPECT_EQ(r.cross.straggler_rank, -1);
+  EXPECT_EQ(r.primary, Verdict::kInputBound);
+}
+
+TEST(Doctor, DiagnoseStepsUsesTheSameRules) {
+  std::vector<StepTiming> slow(10, {0.030, 0.100});
+  auto a = DiagnoseSteps(slow, {.batch_size = 32});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->primary, Verdict::kInputBound);
+  ASSERT_FALSE(a->findings.empty());
+  EXPECT_EQ(a->findings[0].id, "input.dataloader");
+  EXPECT_NEAR(*a->findings[0].expected_speedup, 1.0 / 0.7, 1e-9);
+  EXPECT_NEAR(a->samples_per_s, 320.0, 1e-9);
+  // Same wording as a trace with the same numbers.
+  TraceBuilder b;
+  for (int i = 0; i < 10; ++i) b.Step(i, i * 100000.0, 100000).Data(i * 100000.0, 30000, false).Op("aten::mm", i * 100000.0 + 30000, 70000);
+  Report t = Diag({b.Summary()});
+  const Finding* tf = Find(t, "input.dataloader");
+  ASSERT_NE(tf, nullptr);
+  EXPECT_EQ(tf->title, a->findings[0].title);
+  EXPECT_EQ(tf->severity, a->findings[0].severity);
+
+  auto fast = DiagnoseSteps(std::vector<StepTiming>(5, {0.001, 0.1}));
+  ASSERT_TRUE(fast.ok());
+  EXPECT_EQ(fast->primary, Verdict::kComputeBound);
+  EXPECT_TRUE(fast->findings.empty());
+  auto mid = DiagnoseSteps(std::vector<StepTiming>(5, {0.01, 0.1}));
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->primary, Verdict::kHealthy);
+  EXPECT_FALSE(DiagnoseSteps({}).ok());
+  EXPECT_FALSE(DiagnoseSteps({{0.2, 0.1}}).ok());
+  EXPECT_FALSE(DiagnoseSteps({{-1, 0.1}}).ok());
+}
+
+telemetry::GpuLog SyntheticLog() {
+  telemetry::GpuLog log;
+  log.path = "gpu.csv";
+  log.format = "nvidia-smi csv";
+  for (int i = 0; i < 20; ++i) {
+    telemetry::GpuSample s;
+    s.t_s = i * 0.5;
+    s.gpu = 0;
+    bool starved = i >= 5 && i <= 12;
+    s.util = starved ? 10 : 90;
+    s.mem_used_mib = 20000;
+    s.mem_total_mib = 80000;
+    s.power_w = starved ? 100 : 400;
+    s.temp_c = 60 + i;
+    s.throttle = (i == 1 || i == 14 || i == 15) ? 0x4 : (starved ? 0x1 : 0);
+    log.samples.push_back(s);
+  }
+  return log;
+}
+
+TEST(Doctor, GpuLogStarvationAndThrottling) {
+  GpuLogReport g = AnalyzeGpuLog(SyntheticLog(), Thresholds{});
+  EXPECT_EQ(g.gpus, 1);
+  EXPECT_NEAR(g.util_mean, (12 * 90 + 8 * 10) / 20.0, 1e-9);
+  EXPECT_NEAR(g.busy_frac, 0.6, 1e-9);
+  EXPECT_EQ(g.starvation_periods, 1);
+  EXPECT_NEAR(g.starvation_s, 4.0, 1e-9);  // 2.5 s .. 6.5 s
+  EXPECT_NEAR(g.mem_used_max_frac, 0.25, 1e-9);
+  EXPECT_NEAR(g.throttled_busy_frac, 3.0 / 12, 1e-9);  // GpuIdle (0x1) does not count
+  EXPECT_EQ(g.throttle_bits_seen, 0x4);
+  EXPECT_NEAR(g.temp_max_c, 79, 1e-9);
+  DoctorInputs in;
+  in.gpu_logs.push_back(SyntheticLog());
+  auto r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->primary, Verdict::kThrottled);
+  EXPECT_NE(Find(*r, "gpu.starvation"), nullptr);
+  EXPECT_NE(Find(*r, "gpu.throttle"), nullptr);
+  EXPECT_NE(Find(*r, "gpu.throttle")->fix.find("power"), std::string::npos);
+}
+
+TEST(Doctor, PipelineMetricsNameTheStage) {
+  telemetry::PipelineMetrics m;
+  m.path = "bench.json";
+  m.samples_per_s = 900;
+  m.consumer_wait_frac = 0.4;
+  m.bottleneck = "decode";
+  m.cpus = 4;
+  m.stages = {{"read", 100, 1, 0.1, 0.0, 0.8}, {"decode", 100, 3, 0.99, 0.0, 0.0},
+              {"batch", 100, 1, 0.05, 0.9, 0.0}};
+  PipelineReport p = AnalyzePipeline(m, 0);
+  EXPECT_EQ(p.bottleneck_kind, "decode");
+  EXPECT_NEAR(p.cores_busy, 0.1 + 2.97 + 0.05, 1e-9);
+  EXPECT_FALSE(p.cores_saturated);  // 3.12 of 4
+  m.stages[0].threads = 1, m.stages[1].threads = 4;
+  m.stages[1].busy_frac = 0.95;
+  p = AnalyzePipeline(m, 0);
+  EXPECT_TRUE(p.cores_saturated);
+  DoctorInputs in;
+  in.pipelines.push_back(m);
+  auto r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->primary, Verdict::kInputBound);
+  const Finding* f = Find(*r, "pipeline.stage");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->fix.find("saturated"), std::string::npos);
+  m.bottleneck = "";
+  m.stages[0].busy_frac = 0.99, m.stages[0].wait_output_frac = 0, m.stages[1].busy_frac = 0.2;
+  EXPECT_EQ(AnalyzePipeline(m, 0).bottleneck_kind, "storage");
+}
+
+TEST(Doctor, RenderingsCarryTheVerdictAndStayOffline) {
+  TraceBuilder b;
+  for (int i = 0; i < 4; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Data(s, 30000).Kernel("sgemm", s + 30000, 70000);
+  }
+  DoctorInputs in;
+  in.traces = {b.Summary(0), b.Summary(1)};
+  in.gpu_logs.push_back(SyntheticLog());
+  auto rr = Diagnose(in);
+  ASSERT_TRUE(rr.ok());
+  const Report& r = *rr;
+  auto j = ReportToJson(r);
+  EXPECT_EQ(j["schema"], "stoker.doctor/1");
+  EXPECT_EQ(j["verdict"]["primary"], VerdictName(r.primary));
+  for (const char* k : {"data_wait_frac", "compute_frac", "comm_frac", "h2d_frac", "idle_frac"}) {
+    EXPECT_TRUE(j["breakdown"].contains(k)) << k;
+  }
+  ASSERT_TRUE(j["findings"].is_array());
+  for (const auto& f : j["findings"]) {
+    for (const char* k : {"id", "severity", "evidence", "fix", "expected_speedup"}) {
+      EXPECT_TRUE(f.contains(k)) << k;
+    }
+  }
+  EXPECT_EQ(j["ranks"].size(), 2u);
+  std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("<polyline"), std::string::npos);  // the GPU log plot
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  std::string md = RenderMarkdown(r);
+  EXPECT_NE(md.find(VerdictName(r.primary)), std::string::npos);
+  EXPECT_NE(md.find("| # | severity |"), std::string::npos);
+  std::string text = RenderText(r);
+  EXPECT_NE(text.find(VerdictName(r.primary)), std::string::npos);
+  EXPECT_NE(text.find("Findings"), std::string::npos);
+}
+
+TEST(Doctor, LoadInputsSniffsAndRejectsUnknownFiles) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("stoker_doctor_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  TraceBuilder b;
+  b.Step(1, 0, 1000).Data(0, 100);
+  std::ofstream(d / "rank-1.json") << b.Str();
+  std::ofstream(d / "gpu.csv") << "timestamp, utilization.gpu [%]\n2024/01/01 00:00:00, 50 %\n";
+  std::ofstream(d / "notes.md") << "hello";
+  auto in = LoadInputs(Env::Default(), {d.string()});
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_EQ(in->traces.size(), 1u);
+  EXPECT_EQ(in->traces[0].rank, 1);  // from the file name
+  EXPECT_EQ(in->gpu_logs.size(), 1u);
+  ASSERT_EQ(in->notes.size(), 1u);
+  EXPECT_NE(in->notes[0].find("notes.md"), std::string::npos);
+  std::ofstream(d / "other.txt") << "just some text\n";
+  auto bad = LoadInputs(Env::Default(), {d.string()});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("other.txt"), std::string::npos);
+  auto missing = LoadInputs(Env::Default(), {(d / "nope.json").string()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nope.json"), std::string::npos);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace stoker::doctor

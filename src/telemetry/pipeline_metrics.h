@@ -1,0 +1,40 @@
+// Reader for stoker's own pipeline metrics (`stoker bench pipeline --json`, the JSON form
+// of PipelineStats in pipeline/pipeline.h): throughput, per-stage busy and wait fractions,
+// the bottleneck stage and the consumer's wait (the GPU-starvation time).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "io/env.h"
+
+namespace stoker::telemetry {
+
+struct StageMetrics {
+  std::string name;  // read, decode, augment/ops, batch (as the engine names them)
+  uint64_t items = 0;
+  int threads = 0;
+  double busy_frac = 0, wait_input_frac = 0, wait_output_frac = 0;
+};
+
+struct PipelineMetrics {
+  std::string path;
+  double samples_per_s = 0;
+  uint64_t samples = 0;
+  double wall_s = 0;
+  std::vector<StageMetrics> stages;
+  std::string bottleneck;
+  int threads = 0;
+  int cpus = 0;  // cores available to the run, when recorded ("cpus" or "cpu_budget")
+  double consumer_wait_frac = 0;
+};
+
+// `text` is the JSON object; it may also be nested under "pipeline" or "stats".
+Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::string& name);
+Result<PipelineMetrics> ReadPipelineMetrics(Env* env, const std::string& path);
+// True when the JSON head looks like pipeline metrics (has "stages" and "samples_per_s").
+bool LooksLikePipelineMetrics(std::string_view head);
+
+}  // namespace stoker::telemetry

@@ -1,0 +1,266 @@
+#include "telemetry/trace.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <random>
+
+#include "telemetry/interval.h"
+#include "telemetry/json_scan.h"
+
+namespace stoker::telemetry {
+namespace {
+
+// A small Kineto-style trace: two steps of 1000 µs; DataLoader 300 µs at the start of
+// each; kernels (compute) and one nccl kernel; a pageable and a pinned copy; a sync.
+std::string KinetoTrace(bool old_cats = false) {
+  std::string k = old_cats ? "Kernel" : "kernel";
+  std::string op = old_cats ? "Operator" : "user_annotation";
+  std::string rt = old_cats ? "Runtime" : "cuda_runtime";
+  std::string mc = old_cats ? "Memcpy" : "gpu_memcpy";
+  return R"J({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000, "computeMajor": 8, "computeMinor": 0, "numSms": 10}],
+  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
+  "traceEvents": [
+  {"ph": "X", "cat": ")J" + op + R"J(", "name": "ProfilerStep#7", "pid": 10, "tid": 10, "ts": 1000, "dur": 1000, "args": {"External id": 1}},
+  {"ph": "X", "cat": ")J" + op + R"J(", "name": "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "pid": 10, "tid": 10, "ts": 1000, "dur": 300},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1300, "dur": 100, "args": {"Input Dims": [[2, 3], [3, 4]], "Call stack": "a\"b\\c\u00e9"}},
+  {"ph": "X", "cat": ")J" + k + R"J(", "name": "ampere_sgemm_128x64", "pid": 0, "tid": 7, "ts": 1350, "dur": 500, "args": {"device": 0, "stream": 7, "correlation": 5, "grid": [1, 2, 3]}},
+  {"ph": "X", "cat": ")J" + k + R"J(", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 20, "ts": 1800, "dur": 150, "args": {"device": 0, "stream": 20}},
+  {"ph": "X", "cat": ")J" + mc + R"J(", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 1310, "dur": 20, "args": {"device": 0, "bytes": 4096}},
+  {"ph": "X", "cat": ")J" + rt + R"J(", "name": "cudaStreamSynchronize", "pid": 10, "tid": 10, "ts": 1900, "dur": 60, "args": {"cbid": 131}},
+  {"ph": "X", "cat": ")J" + rt + R"J(", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1340, "dur": 8},
+  {"ph": "X", "cat": ")J" + op + R"J(", "name": "ProfilerStep#8", "pid": 10, "tid": 10, "ts": 2000, "dur": 1000},
+  {"ph": "X", "cat": ")J" + op + R"J(", "name": "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "pid": 10, "tid": 10, "ts": 2000, "dur": 300},
+  {"ph": "X", "cat": ")J" + k + R"J(", "name": "ampere_sgemm_128x64", "pid": 0, "tid": 7, "ts": 2350, "dur": 500, "args": {"device": 0, "stream": 7}},
+  {"ph": "X", "cat": ")J" + mc + R"J(", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7, "ts": 2310, "dur": 20, "args": {"device": 0, "bytes": 1024}},
+  {"ph": "X", "cat": ")J" + op + R"J(", "name": "Optimizer.step#SGD.step", "pid": 10, "tid": 10, "ts": 2900, "dur": 50},
+  {"ph": "f", "id": 5, "pid": 10, "tid": 10, "ts": 1340, "cat": "ac2g", "name": "async_gpu", "bp": "e"},
+  {"ph": "i", "name": "[memory]", "pid": 10, "tid": 10, "ts": 1500, "s": "t", "args": {"Total Allocated": 800, "Bytes": 8}},
+  {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}}
+  ],
+  "traceName": "x", "displayTimeUnit": "ms"})J";
+}
+
+Result<TraceSummary> Parse(const std::string& s, size_t chunk = 4 << 20) {
+  auto src = MemoryByteSource(s, "mem.json");
+  TraceReadOptions o;
+  o.chunk_bytes = chunk;
+  return ReadTrace(src.get(), o);
+}
+
+std::string Gzip(const std::string& s) {
+  z_stream zs{};
+  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(compressBound(s.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+  zs.avail_in = static_cast<uInt>(s.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+TEST(TraceReader, ReadsKinetoTrace) {
+  auto r = Parse(KinetoTrace());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TraceSummary& t = *r;
+  EXPECT_EQ(t.format, "kineto");
+  EXPECT_EQ(t.rank, 3);
+  EXPECT_EQ(t.world_size, 8);
+  EXPECT_EQ(t.backend, "nccl");
+  ASSERT_EQ(t.devices.size(), 1u);
+  EXPECT_EQ(t.devices[0].compute_major, 8);
+  ASSERT_EQ(t.steps.size(), 2u);
+  EXPECT_EQ(t.steps[0].number, 7);
+  EXPECT_EQ(t.steps[0].begin, 0);  // times are relative to the first timestamp, in ns
+  EXPECT_EQ(t.steps[0].end, 1'000'000);
+  EXPECT_EQ(t.steps[1].begin, 1'000'000);
+  EXPECT_EQ(t.data_wait.Total(), 600'000);
+  EXPECT_EQ(t.dataloader_iter, "_MultiProcessingDataLoaderIter");
+  EXPECT_EQ(t.optimizer.Total(), 50'000);
+  EXPECT_EQ(t.sync.Total(), 60'000);
+  EXPECT_EQ(t.sync_calls, 1u);
+  EXPECT_EQ(t.launches, 1u);
+  ASSERT_EQ(t.gpus.size(), 1u);
+  const GpuActivity& g = t.gpus[0];
+  EXPECT_EQ(g.kernels, 3u);
+  EXPECT_EQ(g.comm_kernels, 1u);
+  EXPECT_EQ(g.compute.Total(), 1'000'000);
+  EXPECT_EQ(g.comm.Total(), 150'000);
+  EXPECT_EQ(g.h2d_pageable_count, 1u);
+  EXPECT_EQ(g.h2d_pageable_bytes, 4096);
+  EXPECT_EQ(g.h2d_pinned_count, 1u);
+  EXPECT_EQ(t.peak_mem_bytes, 800);
+  EXPECT_GT(t.gemm_kernel_ns, 0);
+  EXPECT_EQ(t.tc_kernel_ns, 0);
+  const HostThread* main = t.FindThread(t.main_thread);
+  ASSERT_NE(main, nullptr);
+  EXPECT_EQ(main->ops.Total(), 100'000 + 50'000);  // aten::mm + optimizer
+}
+
+TEST(TraceReader, OldCategoryNamesGiveTheSameSummary) {
+  auto a = Parse(KinetoTrace(false));
+  auto b = Parse(KinetoTrace(true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->format, "kineto (old categories)");
+  EXPECT_EQ(a->gpus[0].compute.Total(), b->gpus[0].compute.Total());
+  EXPECT_EQ(a->data_wait.Total(), b->data_wait.Total());
+  EXPECT_EQ(a->sync.Total(), b->sync.Total());
+  EXPECT_EQ(a->gpus[0].h2d_pageable_count, b->gpus[0].h2d_pageable_count);
+}
+
+TEST(TraceReader, TinyChunksAndGzipGiveTheSameSummary) {
+  std::string s = KinetoTrace();
+  auto whole = Parse(s);
+  ASSERT_TRUE(whole.ok());
+  for (size_t chunk : {size_t{1}, size_t{7}, size_t{64}, size_t{333}}) {
+    auto r = Parse(s, chunk);
+    ASSERT_TRUE(r.ok()) << chunk << ": " << r.status().ToString();
+    EXPECT_EQ(r->events, whole->events);
+    EXPECT_EQ(r->gpus[0].compute.Total(), whole->gpus[0].compute.Total());
+    EXPECT_EQ(r->data_wait.Total(), whole->data_wait.Total());
+    EXPECT_EQ(r->steps.size(), whole->steps.size());
+  }
+  std::string gz = Gzip(s);
+  auto z = Parse(gz, 13);
+  ASSERT_TRUE(z.ok()) << z.status().ToString();
+  EXPECT_EQ(z->events, whole->events);
+  EXPECT_EQ(z->gpus[0].comm.Total(), whole->gpus[0].comm.Total());
+  // Two gzip members back to back are one stream (the second copy makes the JSON invalid).
+  auto two = Parse(gz + gz);
+  EXPECT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("after the end"), std::string::npos);
+}
+
+TEST(TraceReader, BareEventArrayFromOlderProfiler) {
+  std::string s = R"([{"name": "ProfilerStep#4", "ph": "X", "ts": 122, "dur": 671, "tid": 1, "pid": "CPU functions", "args": {}},
+  {"name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "ph": "X", "ts": 137, "dur": 145, "tid": 1, "pid": "CPU functions", "args": {}},
+  {"name": "aten::linear", "ph": "X", "ts": 300, "dur": 200, "tid": 1, "pid": "CPU functions", "args": {}},
+  {"name": "aten::addmm", "ph": "X", "ts": 310, "dur": 150, "tid": 1, "pid": "CPU functions", "args": {}}])";
+  auto r = Parse(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->format, "chrome event array");
+  EXPECT_FALSE(r->has_gpu());
+  ASSERT_EQ(r->steps.size(), 1u);
+  EXPECT_EQ(r->steps[0].end - r->steps[0].begin, 671'000);
+  EXPECT_EQ(r->data_wait.Total(), 145'000);
+  EXPECT_EQ(r->dataloader_iter, "_SingleProcessDataLoaderIter");
+  const HostThread* main = r->FindThread(r->main_thread);
+  ASSERT_NE(main, nullptr);
+  EXPECT_EQ(main->ops.Total(), 200'000);  // nested addmm merges into linear
+}
+
+TEST(TraceReader, FractionalAndNanosecondTimestamps) {
+  std::string us = R"({"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 100.5, "dur": 10.25}], "displayTimeUnit": "ns"})";
+  auto a = Parse(us);
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->ns_input);  // fractional µs, as ns-resolution Kineto traces write them
+  EXPECT_EQ(a->steps[0].end - a->steps[0].begin, 10'250);
+  std::string ns = R"({"displayTimeUnit": "ns", "traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1680000000000000000, "dur": 5000000}]})";
+  auto b = Parse(ns);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->ns_input);
+  EXPECT_EQ(b->steps[0].end - b->steps[0].begin, 5'000'000);
+  auto src = MemoryByteSource(ns, "x");
+  TraceReadOptions o;
+  o.unit = TraceReadOptions::Unit::kMicros;
+  auto c = ReadTrace(src.get(), o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->steps[0].end - c->steps[0].begin, 5'000'000'000);
+}
+
+TEST(TraceReader, BadInputIsAnErrorNamingTheFile) {
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {"", "empty file"},
+      {"   \n", "empty file"},
+      {"{\"traceEvents\": []}", "no events"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1, \"dur\": 2}]}",
+       "no ProfilerStep"},
+      {"{\"schemaVersion\": 1}", "without \"traceEvents\""},
+      {"{\"traceEvents\": [{\"ph\": \"X\" \"ts\": 1}]}", "invalid JSON"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1,}]}", "invalid JSON"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1e}]}", "invalid JSON"},
+      {"hello", "not a JSON trace"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1}]} trailing", "after the end"},
+  };
+  for (const auto& c : cases) {
+    auto r = Parse(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.status().message().find("mem.json"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << c.text << " -> " << r.status().message();
+  }
+}
+
+TEST(TraceReader, EveryTruncationIsACleanError) {
+  std::string s = KinetoTrace();
+  for (size_t cut = 0; cut + 1 < s.size(); cut += 7) {
+    auto r = Parse(s.substr(0, cut), 64);
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_TRUE(r.status().code() == StatusCode::kCorrupt ||
+                r.status().code() == StatusCode::kInvalidArgument)
+        << r.status().ToString();
+  }
+  std::string gz = Gzip(s);
+  for (size_t cut = 10; cut + 1 < gz.size(); cut += 97) {
+    auto r = Parse(gz.substr(0, cut));
+    ASSERT_FALSE(r.ok()) << cut;
+  }
+}
+
+TEST(JsonScan, SkipsNestedValuesAndRejectsMismatchedBrackets) {
+  const char* err = nullptr;
+  std::string ok = R"({"a": [1, 2.5e3, -0.1, {"b": [true, false, null, "x\"]"]}], "c": {}} tail)";
+  const char* p = ok.data();
+  EXPECT_EQ(json::SkipValue(p, ok.data() + ok.size(), &err), json::Scan::kOk);
+  EXPECT_EQ(std::string(p), "tail");  // trailing whitespace is consumed
+  for (std::string bad : {"[1, 2}", "{\"a\" 1}", "{\"a\": [1,, 2]}", "[tru]", "{1: 2}"}) {
+    p = bad.data();
+    EXPECT_EQ(json::SkipValue(p, bad.data() + bad.size(), &err), json::Scan::kError) << bad;
+  }
+  std::string open = "[1, [2, {\"a\": ";
+  p = open.data();
+  EXPECT_EQ(json::SkipValue(p, open.data() + open.size(), &err), json::Scan::kNeedMore);
+  std::string deep(1000, '[');
+  p = deep.data();
+  EXPECT_EQ(json::SkipValue(p, deep.data() + deep.size(), &err), json::Scan::kError);
+  EXPECT_EQ(json::Unescape(R"(a\"b\\c\u00e9\ud83d\ude00\n)"), "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80\n");
+}
+
+// Interval algebra against a brute-force bitmap.
+TEST(IntervalSet, AlgebraMatchesBruteForce) {
+  std::mt19937 rng(42);
+  for (int round = 0; round < 200; ++round) {
+    const int N = 300;
+    std::vector<bool> a(N), b(N);
+    IntervalSet A, B;
+    for (int k = 0; k < 8; ++k) {
+      int s = rng() % N, l = rng() % 40;
+      A.Add(s, std::min(N, s + l));
+      for (int i = s; i < std::min(N, s + l); ++i) a[i] = true;
+      s = rng() % N, l = rng() % 40;
+      B.Add(s, std::min(N, s + l));
+      for (int i = s; i < std::min(N, s + l); ++i) b[i] = true;
+    }
+    A.Compact();
+    B.Compact();
+    auto count = [&](auto pred) {
+      int c = 0;
+      for (int i = 0; i < N; ++i) c += pred(i) ? 1 : 0;
+      return c;
+    };
+    EXPECT_EQ(A.Total(), count([&](int i) { return a[i]; }));
+    EXPECT_EQ(Union(A, B).Total(), count([&](int i) { return a[i] || b[i]; }));
+    EXPECT_EQ(Intersect(A, B).Total(), count([&](int i) { return a[i] && b[i]; }));
+    EXPECT_EQ(Subtract(A, B).Total(), count([&](int i) { return a[i] && !b[i]; }));
+    int lo = rng() % N, hi = lo + rng() % (N - lo + 1);
+    EXPECT_EQ(MeasureIn(A, lo, hi), count([&](int i) { return a[i] && i >= lo && i < hi; }));
+  }
+}
+
+}  // namespace
+}  // namespace stoker::telemetry
