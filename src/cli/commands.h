@@ -24,5 +24,6 @@ int Fail(const Status& st);
 void RegisterGenCommands(CLI::App& app);       // stoker gen ...
 void RegisterBenchCommands(CLI::App& app, CLI::App& bench);  // stoker bench pipeline ...
 void RegisterDemoCommand(CLI::App& app);       // stoker demo
+void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD
 
 }  // namespace stoker::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterGenCommands(app);
   stoker::cli::RegisterBenchCommands(app, *bench);
   stoker::cli::RegisterDemoCommand(app);
+  stoker::cli::RegisterDoctorCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
