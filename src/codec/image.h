@@ -38,16 +38,46 @@ struct DecodeRequest {
   int target_w = 0, target_h = 0;
   bool allow_dct_scale = true;
   bool allow_region_decode = true;  // decode only the rows/columns the crop needs
+  // JPEG decoder knobs (defaults = libjpeg's and PIL's: JDCT_ISLOW, fancy upsampling;
+  // see docs/ops.md for the measurements behind them).
+  bool fast_dct = false;         // JDCT_IFAST
+  bool fast_upsampling = false;  // do_fancy_upsampling = FALSE
 };
 
 struct DecodedImage {
   int width = 0, height = 0;  // of `pixels`, RGB interleaved, stride = width * 3
   std::vector<uint8_t> pixels;  // capacity is reused between calls
-  // The decoded pixels cover exactly source region `crop` scaled by scale_num/8
-  // (scale_num in 1..8; 8 = full size). width = ceil(crop.w * scale_num / 8) etc.
+  // The decoded pixels cover source region `crop` (the requested crop clipped to the
+  // image; the whole image when none was requested) scaled by scale_num/8 (scale_num in
+  // 1..8; 8 = full size), rounded outward to whole pixels of the scaled image:
+  //
+  //   s = scale_num / 8; the scaled image is ceil(W*s) x ceil(H*s) (libjpeg's rule), and
+  //   scaled pixel k covers source [k/s, (k+1)/s).
+  //   offset_x = floor(crop.x * s), width  = min(ceil((crop.x + crop.w) * s), ceil(W*s)) - offset_x
+  //   offset_y = floor(crop.y * s), height = min(ceil((crop.y + crop.h) * s), ceil(H*s)) - offset_y
+  //
+  // so decoded pixel (i, j) is scaled-image pixel (offset_x + i, offset_y + j), and a
+  // source coordinate u maps to decoded coordinate u * s - offset_x. At full scale
+  // (scale_num == 8) the decoded pixels are exactly the crop. SourceToDecoded() does
+  // the mapping. When region decode is off the decoded region is the whole image
+  // (offset 0) and `crop` is still the requested crop.
   CropRect crop;
   int scale_num = 8;
+  int offset_x = 0, offset_y = 0;
+  int source_width = 0, source_height = 0;  // full-resolution size of the source image
 };
+
+// A rectangle in the pixel coordinates of a DecodedImage (fractional after DCT scaling).
+struct DecodedRect {
+  double x = 0, y = 0, w = 0, h = 0;
+};
+// Maps a rectangle in full-resolution source coordinates into `img`'s pixel coordinates.
+DecodedRect SourceToDecoded(const DecodedImage& img, double x, double y, double w, double h);
+
+// The DCT scale numerator (1..8, denominator 8) DecodeImage picks: the smallest M whose
+// scaled crop still covers target_w x target_h (crop_w * M >= 8 * target_w, same for h);
+// 8 when no target is given or the crop is smaller than the target.
+int ChooseDctScale(int crop_w, int crop_h, int target_w, int target_h);
 
 // Thread-safe (no shared state). `out->pixels` keeps its capacity to avoid fresh pages.
 Status DecodeImage(const uint8_t* data, size_t n, const DecodeRequest& req, DecodedImage* out);
@@ -57,5 +87,23 @@ Status EncodeJpeg(const uint8_t* rgb, int width, int height, int quality,
                   std::vector<uint8_t>* out);
 // Encodes RGB to PNG (libpng).
 Status EncodePng(const uint8_t* rgb, int width, int height, std::vector<uint8_t>* out);
+
+// Encoder options for tests and generators: `components` is the layout of `pixels`
+// (1 gray, 3 RGB, 4 CMYK written as an Adobe JPEG with inverted CMYK, as Photoshop
+// does); subsampling is the chroma subsampling of 3-component images.
+enum class ChromaSubsampling { k444, k422, k420 };
+struct JpegEncodeOptions {
+  int quality = 90;
+  int components = 3;
+  bool progressive = false;
+  ChromaSubsampling subsampling = ChromaSubsampling::k420;
+};
+Status EncodeJpegEx(const uint8_t* pixels, int width, int height, const JpegEncodeOptions& opts,
+                    std::vector<uint8_t>* out);
+
+// PNG encoder for tests: `channels` 1 (gray), 2 (gray+alpha), 3 (RGB), 4 (RGBA);
+// bit_depth 8 or 16 (16-bit samples are big-endian pairs in `pixels`).
+Status EncodePngEx(const uint8_t* pixels, int width, int height, int channels, int bit_depth,
+                   std::vector<uint8_t>* out);
 
 }  // namespace stoker
