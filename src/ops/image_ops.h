@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "codec/image.h"
 #include "core/random.h"
@@ -21,9 +22,20 @@ CropRect RandomResizedCropRect(int width, int height, const RandomResizedCropPar
 
 // torchvision Resize(resize_short) + CenterCrop(crop): the crop rect in source
 // coordinates and the size the whole image is resized to first.
+//
+// torchvision resizes the whole image to resized_w x resized_h and then cuts
+// crop x crop at (crop_x, crop_y) = (int(round((resized_w - crop) / 2.0)), ...). The same
+// output comes from resizing the fractional source box (src_x, src_y, src_w, src_h) =
+// (crop_x, crop_y, crop, crop) * (width / resized_w, height / resized_h) straight to
+// crop x crop, with the filter allowed to read pixels just outside the box (as the
+// whole-image resize does). `source_rect` is that box rounded outward and grown by the
+// filter's support, clipped to the image: the region to decode.
+// A crop larger than the resized image (torchvision pads) is clamped to the image.
 struct CenterCropPlan {
   CropRect source_rect;       // region of the source that ends up in the output
   int resized_w = 0, resized_h = 0;
+  int crop_x = 0, crop_y = 0, crop_w = 0, crop_h = 0;  // in resized coordinates
+  double src_x = 0, src_y = 0, src_w = 0, src_h = 0;   // the exact box in the source
 };
 CenterCropPlan CenterCropRectFor(int width, int height, int resize_short, int crop);
 
@@ -56,5 +68,31 @@ struct ResizeScratch {
   std::vector<int32_t> idx;
   std::vector<float> weights;
 };
+
+// Filter semantics (PIL's ImagingResample with a box, which torchvision uses for PIL
+// images): output pixel i samples source position src_x + (i + 0.5) * src_w / width with
+// a triangle filter whose support is max(1, src_w / width) pixels; the taps are limited
+// to a window of whole pixels and renormalised at its edges. ResizeFlipNormalize uses
+// the pixels the box touches, [floor(src_x), ceil(src_x + src_w)), as the window, which
+// is torchvision's crop-then-resize (F.resized_crop). ResizeFlipNormalizeWindow takes
+// the window explicitly (Resize-then-CenterCrop reads just outside the box).
+void ResizeFlipNormalizeWindow(const DecodedImage& img, const DecodedRect& box,
+                               const CropRect& window, bool flip, const OutputSpec& spec,
+                               void* dst, ResizeScratch* scratch);
+
+// Pipeline helpers: the decode request for a crop that will be resized to `spec`, and
+// the resize of that decode (DCT-scaled or not, region-decoded or not) to the output.
+// ResizeCropToOutput(img, crop, ...) equals torchvision's
+// F.resized_crop(img, crop.y, crop.x, crop.h, crop.w, (spec.height, spec.width)) [+ hflip]
+// + Normalize, up to the resampling differences documented in docs/ops.md.
+DecodeRequest CropDecodeRequest(const CropRect& source_crop, const OutputSpec& spec,
+                                bool allow_dct_scale = true);
+void ResizeCropToOutput(const DecodedImage& img, const CropRect& source_crop, bool flip,
+                        const OutputSpec& spec, void* dst, ResizeScratch* scratch);
+// Resize(resize_short) + CenterCrop(crop) through a CenterCropPlan.
+DecodeRequest CenterCropDecodeRequest(const CenterCropPlan& plan, const OutputSpec& spec,
+                                      bool allow_dct_scale = true);
+void ResizeCenterCropToOutput(const DecodedImage& img, const CenterCropPlan& plan, bool flip,
+                              const OutputSpec& spec, void* dst, ResizeScratch* scratch);
 
 }  // namespace stoker

@@ -1,0 +1,337 @@
+#include "ops/image_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace stoker {
+
+// ---- crop parameters -------------------------------------------------------------------
+
+namespace {
+// Python's round(): half to even (the default floating-point rounding mode).
+inline int PyRound(double v) { return static_cast<int>(std::nearbyint(v)); }
+}  // namespace
+
+CropRect RandomResizedCropRect(int width, int height, const RandomResizedCropParams& p,
+                               Rng& rng) {
+  const double area = static_cast<double>(height) * width;
+  const double log_r0 = std::log(p.ratio_min), log_r1 = std::log(p.ratio_max);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target_area = area * rng.Uniform(p.scale_min, p.scale_max);
+    const double aspect = std::exp(rng.Uniform(log_r0, log_r1));
+    const int w = PyRound(std::sqrt(target_area * aspect));
+    const int h = PyRound(std::sqrt(target_area / aspect));
+    if (w > 0 && w <= width && h > 0 && h <= height) {
+      const int i = static_cast<int>(rng.Int(0, height - h));
+      const int j = static_cast<int>(rng.Int(0, width - w));
+      return CropRect{j, i, w, h};
+    }
+  }
+  // Fallback: central crop with the ratio clamped into [ratio_min, ratio_max].
+  const double in_ratio = static_cast<double>(width) / height;
+  const double rmin = std::min(p.ratio_min, p.ratio_max), rmax = std::max(p.ratio_min, p.ratio_max);
+  int w = width, h = height;
+  if (in_ratio < rmin) {
+    w = width;
+    h = PyRound(w / rmin);
+  } else if (in_ratio > rmax) {
+    h = height;
+    w = PyRound(h * rmax);
+  }
+  return CropRect{(width - w) / 2, (height - h) / 2, w, h};
+}
+
+CenterCropPlan CenterCropRectFor(int width, int height, int resize_short, int crop) {
+  CenterCropPlan plan;
+  // torchvision _compute_resized_output_size for an int size (no max_size).
+  const bool w_short = width <= height;
+  const int s = w_short ? width : height;
+  const int l = w_short ? height : width;
+  const int new_short = resize_short;
+  const int new_long = static_cast<int>(static_cast<double>(resize_short) * l / s);
+  plan.resized_w = w_short ? new_short : new_long;
+  plan.resized_h = w_short ? new_long : new_short;
+  // torchvision CenterCrop (padding when the crop is larger is not reproduced: clamped).
+  plan.crop_w = std::min(crop, plan.resized_w);
+  plan.crop_h = std::min(crop, plan.resized_h);
+  plan.crop_x = PyRound((plan.resized_w - plan.crop_w) / 2.0);
+  plan.crop_y = PyRound((plan.resized_h - plan.crop_h) / 2.0);
+  const double sx = static_cast<double>(width) / plan.resized_w;
+  const double sy = static_cast<double>(height) / plan.resized_h;
+  plan.src_x = plan.crop_x * sx;
+  plan.src_y = plan.crop_y * sy;
+  plan.src_w = plan.crop_w * sx;
+  plan.src_h = plan.crop_h * sy;
+  // The filter reads up to max(1, scale) pixels beyond an output pixel's center; one more
+  // pixel absorbs the +0.5 rounding of the tap bounds.
+  const int gx = static_cast<int>(std::ceil(std::max(1.0, sx))) + 1;
+  const int gy = static_cast<int>(std::ceil(std::max(1.0, sy))) + 1;
+  const int x0 = std::max(0, static_cast<int>(std::floor(plan.src_x)) - gx);
+  const int y0 = std::max(0, static_cast<int>(std::floor(plan.src_y)) - gy);
+  const int x1 = std::min(width, static_cast<int>(std::ceil(plan.src_x + plan.src_w)) + gx);
+  const int y1 = std::min(height, static_cast<int>(std::ceil(plan.src_y + plan.src_h)) + gy);
+  plan.source_rect = CropRect{x0, y0, x1 - x0, y1 - y0};
+  return plan;
+}
+
+// ---- resampling ------------------------------------------------------------------------
+
+namespace {
+
+inline double Triangle(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// PIL's precompute_coeffs (Resample.c) for the bilinear filter over box [in0, in0 + in_w)
+// with taps limited to [win0, win1). Writes first tap and tap count per output pixel to
+// `bounds` and `ksize` weights per output pixel to `w`. Returns nothing; ksize from
+// KernelSize().
+int KernelSize(double in_w, int out_size) {
+  const double filterscale = std::max(1.0, in_w / out_size);
+  return static_cast<int>(std::ceil(filterscale)) * 2 + 1;
+}
+
+void PrecomputeCoeffs(double in0, double in_w, int win0, int win1, int out_size, int ksize,
+                      int32_t* bounds, float* w) {
+  const double scale = in_w / out_size;
+  const double filterscale = std::max(1.0, scale);
+  const double support = 1.0 * filterscale;
+  const double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = in0 + (xx + 0.5) * scale;
+    int xmin = static_cast<int>(std::floor(center - support + 0.5));
+    int xmax = static_cast<int>(std::floor(center + support + 0.5));
+    xmin = std::max(xmin, win0);
+    xmax = std::min(xmax, win1);
+    int n = xmax - xmin;
+    if (n > ksize) n = ksize;
+    double sum = 0;
+    for (int x = 0; x < n; ++x) sum += Triangle((x + xmin - center + 0.5) * ss);
+    float* wk = w + static_cast<size_t>(xx) * ksize;
+    if (n <= 0 || sum <= 0.0) {
+      // The box lies outside the window here: take the nearest window pixel.
+      xmin = std::clamp(static_cast<int>(std::floor(center)), win0, win1 - 1);
+      n = 1;
+      wk[0] = 1.0f;
+      for (int x = 1; x < ksize; ++x) wk[x] = 0.0f;
+    } else {
+      for (int x = 0; x < ksize; ++x) {
+        wk[x] = x < n ? static_cast<float>(Triangle((x + xmin - center + 0.5) * ss) / sum) : 0.0f;
+      }
+    }
+    bounds[2 * xx] = xmin;
+    bounds[2 * xx + 1] = n;
+  }
+}
+
+// tmp[i] = sum_k w[k] * rows[k][i] for i < n.
+void VerticalPass(const uint8_t* const* rows, const float* w, int taps, int n, float* tmp) {
+  int i = 0;
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  for (; i + 16 <= n; i += 16) {
+    __m128 a0 = _mm_setzero_ps(), a1 = _mm_setzero_ps(), a2 = _mm_setzero_ps(),
+           a3 = _mm_setzero_ps();
+    for (int k = 0; k < taps; ++k) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i));
+      const __m128 wk = _mm_set1_ps(w[k]);
+      const __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
+      a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)), wk));
+      a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)), wk));
+      a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)), wk));
+      a3 = _mm_add_ps(a3, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)), wk));
+    }
+    _mm_storeu_ps(tmp + i, a0);
+    _mm_storeu_ps(tmp + i + 4, a1);
+    _mm_storeu_ps(tmp + i + 8, a2);
+    _mm_storeu_ps(tmp + i + 12, a3);
+  }
+#endif
+  for (; i < n; ++i) {
+    float acc = 0;
+    for (int k = 0; k < taps; ++k) acc += w[k] * rows[k][i];
+    tmp[i] = acc;
+  }
+}
+
+struct OutputWriter {
+  OutputLayout layout;
+  int ow, oh;
+  float mean[4], inv_std[4];
+  float* fdst;
+  uint8_t* bdst;
+};
+
+// Horizontal taps over one vertically-filtered row `tmp` (RGB floats starting at column
+// hx0, padded by at least one float), written as output row `oy`.
+void HorizontalPassAndWrite(const float* tmp, int hx0, const int32_t* bounds, const float* w,
+                            int ksize, bool flip, int oy, const OutputWriter& o) {
+  const size_t plane = static_cast<size_t>(o.ow) * o.oh;
+#if defined(__SSE2__)
+  const __m128 mean = _mm_loadu_ps(o.mean), inv_std = _mm_loadu_ps(o.inv_std);
+#endif
+  for (int ox = 0; ox < o.ow; ++ox) {
+    const float* t = tmp + static_cast<size_t>(bounds[2 * ox] - hx0) * 3;
+    const int n = bounds[2 * ox + 1];
+    const float* wk = w + static_cast<size_t>(ox) * ksize;
+    const int dx = flip ? o.ow - 1 - ox : ox;
+    alignas(16) float px[4];
+#if defined(__SSE2__)
+    __m128 acc = _mm_setzero_ps();
+    for (int k = 0; k < n; ++k) {
+      acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(t + 3 * k), _mm_set1_ps(wk[k])));
+    }
+    if (o.layout == OutputLayout::kFloatCHW) {
+      _mm_store_ps(px, _mm_mul_ps(_mm_sub_ps(acc, mean), inv_std));
+    } else {
+      _mm_store_ps(px, acc);
+    }
+#else
+    px[0] = px[1] = px[2] = 0;
+    for (int k = 0; k < n; ++k) {
+      px[0] += t[3 * k] * wk[k];
+      px[1] += t[3 * k + 1] * wk[k];
+      px[2] += t[3 * k + 2] * wk[k];
+    }
+    if (o.layout == OutputLayout::kFloatCHW) {
+      for (int c = 0; c < 3; ++c) px[c] = (px[c] - o.mean[c]) * o.inv_std[c];
+    }
+#endif
+    if (o.layout == OutputLayout::kFloatCHW) {
+      float* d = o.fdst + static_cast<size_t>(oy) * o.ow + dx;
+      d[0] = px[0];
+      d[plane] = px[1];
+      d[2 * plane] = px[2];
+    } else {
+      uint8_t* d = o.bdst + (static_cast<size_t>(oy) * o.ow + dx) * 3;
+      for (int c = 0; c < 3; ++c) {
+        const float v = px[c] + 0.5f;
+        d[c] = v <= 0.f ? 0 : v >= 255.f ? 255 : static_cast<uint8_t>(v);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ResizeFlipNormalizeWindow(const DecodedImage& img, const DecodedRect& box,
+                               const CropRect& window_in, bool flip, const OutputSpec& spec,
+                               void* dst, ResizeScratch* scratch) {
+  const int ow = spec.width, oh = spec.height;
+  if (ow <= 0 || oh <= 0 || img.width <= 0 || img.height <= 0) return;
+  // Window clipped to the image (never empty).
+  int wx0 = std::clamp(window_in.x, 0, img.width - 1);
+  int wy0 = std::clamp(window_in.y, 0, img.height - 1);
+  int wx1 = std::clamp(window_in.x + window_in.w, wx0 + 1, img.width);
+  int wy1 = std::clamp(window_in.y + window_in.h, wy0 + 1, img.height);
+  const double bw = box.w > 0 ? box.w : 1e-6, bh = box.h > 0 ? box.h : 1e-6;
+
+  const int kh = KernelSize(bw, ow), kv = KernelSize(bh, oh);
+  scratch->idx.resize(2 * static_cast<size_t>(ow) + 2 * static_cast<size_t>(oh));
+  scratch->weights.resize(static_cast<size_t>(ow) * kh + static_cast<size_t>(oh) * kv);
+  int32_t* hb = scratch->idx.data();
+  int32_t* vb = hb + 2 * ow;
+  float* hw = scratch->weights.data();
+  float* vw = hw + static_cast<size_t>(ow) * kh;
+  PrecomputeCoeffs(box.x, bw, wx0, wx1, ow, kh, hb, hw);
+  PrecomputeCoeffs(box.y, bh, wy0, wy1, oh, kv, vb, vw);
+
+  int hx0 = hb[0], hx1 = hb[0] + hb[1];
+  for (int ox = 1; ox < ow; ++ox) {
+    hx0 = std::min(hx0, hb[2 * ox]);
+    hx1 = std::max(hx1, hb[2 * ox] + hb[2 * ox + 1]);
+  }
+  const int n = (hx1 - hx0) * 3;
+  scratch->tmp.resize(static_cast<size_t>(n) + 4);
+  float* tmp = scratch->tmp.data();
+  std::fill(tmp + n, tmp + n + 4, 0.0f);
+
+  OutputWriter o;
+  o.layout = spec.layout;
+  o.ow = ow;
+  o.oh = oh;
+  for (int c = 0; c < 3; ++c) {
+    o.mean[c] = spec.mean[c];
+    o.inv_std[c] = 1.0f / spec.std[c];
+  }
+  o.mean[3] = 0;
+  o.inv_std[3] = 1;
+  o.fdst = static_cast<float*>(dst);
+  o.bdst = static_cast<uint8_t*>(dst);
+
+  const size_t stride = static_cast<size_t>(img.width) * 3;
+  const uint8_t* base = img.pixels.data() + static_cast<size_t>(hx0) * 3;
+  const uint8_t* small_rows[64];
+  std::vector<const uint8_t*> big_rows;  // only for downscales by more than ~30x
+  const uint8_t** rows = small_rows;
+  if (kv > 64) {
+    big_rows.resize(kv);
+    rows = big_rows.data();
+  }
+  for (int oy = 0; oy < oh; ++oy) {
+    const int y0 = vb[2 * oy], taps = vb[2 * oy + 1];
+    for (int k = 0; k < taps; ++k) rows[k] = base + static_cast<size_t>(y0 + k) * stride;
+    VerticalPass(rows, vw + static_cast<size_t>(oy) * kv, taps, n, tmp);
+    HorizontalPassAndWrite(tmp, hx0, hb, hw, kh, flip, oy, o);
+  }
+}
+
+void ResizeFlipNormalize(const DecodedImage& img, double src_x, double src_y, double src_w,
+                         double src_h, bool flip, const OutputSpec& spec, void* dst,
+                         ResizeScratch* scratch) {
+  constexpr double kEps = 1e-6;
+  const int x0 = static_cast<int>(std::floor(src_x + kEps));
+  const int y0 = static_cast<int>(std::floor(src_y + kEps));
+  const int x1 = static_cast<int>(std::ceil(src_x + src_w - kEps));
+  const int y1 = static_cast<int>(std::ceil(src_y + src_h - kEps));
+  ResizeFlipNormalizeWindow(img, DecodedRect{src_x, src_y, src_w, src_h},
+                            CropRect{x0, y0, x1 - x0, y1 - y0}, flip, spec, dst, scratch);
+}
+
+DecodeRequest CropDecodeRequest(const CropRect& source_crop, const OutputSpec& spec,
+                                bool allow_dct_scale) {
+  DecodeRequest req;
+  req.crop = source_crop;
+  req.target_w = spec.width;
+  req.target_h = spec.height;
+  req.allow_dct_scale = allow_dct_scale;
+  return req;
+}
+
+void ResizeCropToOutput(const DecodedImage& img, const CropRect& source_crop, bool flip,
+                        const OutputSpec& spec, void* dst, ResizeScratch* scratch) {
+  const DecodedRect r = SourceToDecoded(img, source_crop.x, source_crop.y, source_crop.w,
+                                        source_crop.h);
+  ResizeFlipNormalize(img, r.x, r.y, r.w, r.h, flip, spec, dst, scratch);
+}
+
+DecodeRequest CenterCropDecodeRequest(const CenterCropPlan& plan, const OutputSpec& spec,
+                                      bool allow_dct_scale) {
+  DecodeRequest req;
+  req.crop = plan.source_rect;
+  req.allow_dct_scale = allow_dct_scale;
+  // DecodeImage picks the scale from req.crop (the grown rect) and the target; scale the
+  // target so that the box itself, not the grown rect, still covers the output.
+  if (plan.src_w > 0 && plan.src_h > 0) {
+    req.target_w = static_cast<int>(std::ceil(spec.width * plan.source_rect.w / plan.src_w));
+    req.target_h = static_cast<int>(std::ceil(spec.height * plan.source_rect.h / plan.src_h));
+  }
+  return req;
+}
+
+void ResizeCenterCropToOutput(const DecodedImage& img, const CenterCropPlan& plan, bool flip,
+                              const OutputSpec& spec, void* dst, ResizeScratch* scratch) {
+  const DecodedRect r = SourceToDecoded(img, plan.src_x, plan.src_y, plan.src_w, plan.src_h);
+  // The whole decoded image is the window: it is the plan's source_rect (or all of the
+  // source), and the image border is where torchvision's whole-image resize clamps too.
+  ResizeFlipNormalizeWindow(img, r, CropRect{0, 0, img.width, img.height}, flip, spec, dst,
+                            scratch);
+}
+
+}  // namespace stoker
