@@ -13,7 +13,7 @@ DEB_PKGS=(
   liblmdb-dev libhdf5-dev
   pybind11-dev python3-dev python3-venv python3-numpy python3-pytest
   python3-torch python3-torchvision python3-h5py python3-lmdb python3-pil
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev ccache
 )
 
 missing=()
