@@ -10,9 +10,10 @@ Each scenario is a small CPU training loop whose bottleneck is known by construc
                   against ~3 ms of compute.
   compute-bound   an in-memory TensorDataset (loading is ~free) and an MLP whose
                   forward/backward takes tens of ms per step.
-  balanced        loading (~6 ms/batch) overlapped by one worker process, with compute of
-                  about the same size: the loader just keeps up, the main process waits a
-                  little for some batches.
+  balanced        loading (~6 ms of sleeps plus collation per batch) in two worker
+                  processes that compete with the training process for the same cores: the
+                  loader mostly keeps up, and the main process still waits for some batches
+                  (moderate data wait, no dominant bottleneck).
   ddp-slow-rank   a 2-process DistributedDataParallel job over gloo; rank 1's Dataset is
                   ~3 ms per sample slower, so rank 0 waits for it in the gradient all-reduce.
 
@@ -101,14 +102,14 @@ def scenario_input_bound(out):
 
 def scenario_compute_bound(out):
     n = 4096
-    ds = TensorDataset(torch.randn(n, 512), torch.randn(n, 1))
+    ds = TensorDataset(torch.randn(n, 256), torch.randn(n, 1))
     loader = DataLoader(ds, batch_size=64, num_workers=0)
-    train(loader, mlp(512, 1024, 6), os.path.join(out, "cpu-compute-bound.json.gz"))
+    train(loader, mlp(256, 512, 4), os.path.join(out, "cpu-compute-bound.json.gz"))
 
 
 def scenario_balanced(out):
     ds = SlowDataset(4096, 256, 0.0008)
-    loader = DataLoader(ds, batch_size=8, num_workers=1, prefetch_factor=2)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, prefetch_factor=2)
     train(loader, mlp(256, 512, 3), os.path.join(out, "cpu-balanced.json.gz"))
 
 

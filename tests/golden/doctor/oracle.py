@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""An independent, deliberately naive recomputation of the key numbers of a trace, used to
+justify the expected values in tests/golden/doctor/*.json (not the doctor's own output).
+
+    python3 tests/golden/doctor/oracle.py TRACE_OR_FOLDER [...]
+
+It loads the whole JSON (fine for test-sized traces), uses the host ProfilerStep windows
+as they are (no device-side extension), and merges intervals with plain sorting:
+
+  steps, step_ms      number of ProfilerStep#N and their mean host duration
+  dl_frac             time in enumerate(DataLoader)#... inside the steps / step time
+  gpu_busy_frac       union of kernels, memcpys and memsets inside the steps / step time
+                      (the TensorBoard plugin's "GPU utilization")
+  compute_frac        union of non-communication kernels (GPU), or, for CPU-only traces,
+                      the step thread's operators outside DataLoader/optimizer spans
+  comm_frac           CPU-only: collectives (gloo:/nccl:/c10d::) while the step thread is
+                      in no operator; GPU: nccl kernels not overlapped by compute kernels
+  pageable_h2d        number of Memcpy HtoD (Pageable -> Device)
+"""
+import glob
+import gzip
+import json
+import os
+import sys
+
+
+def load(path):
+    op = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with op(path, "rt") as f:
+        d = json.load(f)
+    return d["traceEvents"] if isinstance(d, dict) else d
+
+
+def merge(iv):
+    out = []
+    for b, e in sorted(iv):
+        if e <= b:
+            continue
+        if out and b <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([b, e])
+    return out
+
+
+def clip(iv, windows):
+    tot = 0.0
+    for b, e in iv:
+        for wb, we in windows:
+            lo, hi = max(b, wb), min(e, we)
+            if hi > lo:
+                tot += hi - lo
+    return tot
+
+
+def subtract(a, b):
+    out = []
+    for x0, x1 in a:
+        cur = x0
+        for y0, y1 in b:
+            if y1 <= cur or y0 >= x1:
+                continue
+            if y0 > cur:
+                out.append([cur, y0])
+            cur = max(cur, y1)
+        if cur < x1:
+            out.append([cur, x1])
+    return out
+
+
+def analyze(path):
+    ev = [e for e in load(path) if e.get("ph") == "X" and "ts" in e]
+    cat = lambda e: (e.get("cat") or "").lower()
+    steps = [e for e in ev if e["name"].startswith("ProfilerStep#") and cat(e) != "gpu_user_annotation"]
+    win = merge([(e["ts"], e["ts"] + e.get("dur", 0)) for e in steps])
+    total = sum(e - b for b, e in win)
+    step_tid = steps[0]["tid"] if steps else None
+    dl = merge([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("enumerate(DataLoader)#")])
+    gpu = [e for e in ev if cat(e) in ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")]
+    r = {"path": path, "steps": len(steps), "step_ms": total / max(1, len(steps)) / 1000,
+         "dl_frac": clip(dl, win) / total}
+    if gpu:
+        kern = [e for e in ev if cat(e) == "kernel"]
+        comm = merge([(e["ts"], e["ts"] + e["dur"]) for e in kern if e["name"].startswith("nccl") or "ncclKernel" in e["name"] or "ncclDevKernel" in e["name"]])
+        comp = merge([(e["ts"], e["ts"] + e["dur"]) for e in kern if not (e["name"].startswith("nccl") or "ncclKernel" in e["name"] or "ncclDevKernel" in e["name"])])
+        r["gpu_busy_frac"] = clip(merge([(e["ts"], e["ts"] + e["dur"]) for e in gpu]), win) / total
+        r["compute_frac"] = clip(comp, win) / total
+        r["comm_frac"] = clip(subtract(comm, comp), win) / total
+        r["pageable_h2d"] = sum(1 for e in gpu if "HtoD (Pageable" in e["name"])
+    else:
+        special = ("ProfilerStep#", "enumerate(DataLoader)#", "Optimizer.", "gloo:", "nccl:", "c10d::", "record_param_comms")
+        ops = merge([(e["ts"], e["ts"] + e["dur"]) for e in ev
+                     if e.get("tid") == step_tid and cat(e) not in ("python_function", "trace")
+                     and not e["name"].startswith(special)])
+        opt = merge([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("Optimizer.")])
+        coll = merge([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith(("gloo:", "nccl:", "c10d::", "record_param_comms"))])
+        r["compute_frac"] = clip(subtract(subtract(ops, dl), opt), win) / total
+        r["comm_frac"] = clip(subtract(subtract(coll, dl), merge(ops + opt)), win) / total
+    return r
+
+
+def main():
+    for a in sys.argv[1:]:
+        files = sorted(glob.glob(os.path.join(a, "*.json*"))) if os.path.isdir(a) else [a]
+        for f in files:
+            r = analyze(f)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}))
+
+
+if __name__ == "__main__":
+    main()
