@@ -47,4 +47,9 @@ if [ ${#need_py[@]} -gt 0 ]; then
   echo "[deps] installing PyPI packages: ${need_py[*]}"
   "$VENV/bin/pip" install -q "${need_py[@]}"
 fi
+# Bench-only peer of the doctor (bench/doctor/run_bench.sh): HTA, imported as `hta`.
+"$VENV/bin/python" -c "import hta" 2>/dev/null || {
+  echo "[deps] installing PyPI package: holistictraceanalysis"
+  "$VENV/bin/pip" install -q holistictraceanalysis
+}
 echo "[deps] ok"
