@@ -1,4 +1,69 @@
 # Optional dependencies of stoker_lib. Each module that needs a library adds it here,
 # guarded so the core builds without it (the module's sources check STOKER_HAVE_*).
 function(stoker_optional_deps target)
+  # --- LMDB (Debian liblmdb-dev): formats/lmdb_dataset.cc
+  find_path(STOKER_LMDB_INCLUDE lmdb.h)
+  find_library(STOKER_LMDB_LIB lmdb)
+  if(STOKER_LMDB_INCLUDE AND STOKER_LMDB_LIB)
+    target_include_directories(${target} SYSTEM PUBLIC ${STOKER_LMDB_INCLUDE})
+    target_link_libraries(${target} PUBLIC ${STOKER_LMDB_LIB})
+    target_compile_definitions(${target} PUBLIC STOKER_HAVE_LMDB=1)
+    message(STATUS "stoker: LMDB format enabled (${STOKER_LMDB_LIB})")
+  else()
+    message(STATUS "stoker: liblmdb not found, format 'lmdb' unavailable")
+  endif()
+
+  # --- HDF5 C library (Debian libhdf5-dev 1.10, serial): formats/hdf5_dataset.cc
+  find_package(HDF5 QUIET COMPONENTS C)
+  if(HDF5_FOUND)
+    target_include_directories(${target} SYSTEM PUBLIC ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+    target_link_libraries(${target} PUBLIC ${HDF5_C_LIBRARIES})
+    target_compile_definitions(${target} PUBLIC STOKER_HAVE_HDF5=1 ${HDF5_C_DEFINITIONS})
+    message(STATUS "stoker: HDF5 format enabled (${HDF5_VERSION})")
+  else()
+    message(STATUS "stoker: libhdf5 not found, format 'hdf5' unavailable")
+  endif()
+
+  # --- Apache Arrow / Parquet C++: Debian bookworm has no libarrow-dev, so we use the
+  # headers and shared libraries inside the pyarrow wheel of the venv's python
+  # (pyarrow/include, pyarrow/libarrow.so.N, pyarrow/libparquet.so.N). The package is
+  # located without importing it (importing needs a matching NumPy). Set
+  # -DSTOKER_PYTHON=/path/to/python to choose the interpreter, -DSTOKER_PARQUET=OFF to skip.
+  option(STOKER_PARQUET "Parquet format from the pyarrow wheel's C++ libraries" ON)
+  if(NOT DEFINED STOKER_PYTHON)
+    if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+      set(STOKER_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+    else()
+      find_program(STOKER_PYTHON python3)
+    endif()
+  endif()
+  set(_pa_dir "")
+  if(STOKER_PARQUET AND STOKER_PYTHON)
+    execute_process(
+      COMMAND ${STOKER_PYTHON} -c
+        "import importlib.util,os;s=importlib.util.find_spec('pyarrow');print(os.path.dirname(s.origin) if s else '')"
+      OUTPUT_VARIABLE _pa_dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  set(_pa_ok FALSE)
+  if(_pa_dir AND EXISTS ${_pa_dir}/include/parquet/api/reader.h)
+    file(GLOB _pa_arrow ${_pa_dir}/libarrow.so.[0-9]*)
+    file(GLOB _pa_parquet ${_pa_dir}/libparquet.so.[0-9]*)
+    list(FILTER _pa_arrow EXCLUDE REGEX "\\.so\\.[0-9]+\\.[0-9]")
+    list(FILTER _pa_parquet EXCLUDE REGEX "\\.so\\.[0-9]+\\.[0-9]")
+    if(_pa_arrow AND _pa_parquet)
+      list(GET _pa_arrow 0 _pa_arrow)
+      list(GET _pa_parquet 0 _pa_parquet)
+      set(_pa_ok TRUE)
+    endif()
+  endif()
+  if(_pa_ok)
+    target_include_directories(${target} SYSTEM PUBLIC ${_pa_dir}/include)
+    target_link_libraries(${target} PUBLIC ${_pa_parquet} ${_pa_arrow})
+    target_compile_definitions(${target} PUBLIC STOKER_HAVE_PARQUET=1)
+    set_property(GLOBAL PROPERTY STOKER_PYARROW_DIR ${_pa_dir})
+    message(STATUS "stoker: Parquet format enabled (pyarrow C++ libraries in ${_pa_dir})")
+  else()
+    message(STATUS "stoker: pyarrow C++ libraries not found via '${STOKER_PYTHON}', "
+                   "format 'parquet' unavailable (pip install pyarrow into .venv and reconfigure)")
+  endif()
 endfunction()

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   stoker::cli::RegisterGenCommands(app);
   stoker::cli::RegisterBenchCommands(app, *bench);
+  stoker::cli::RegisterBenchIoCommand(*bench);
+  stoker::cli::RegisterBenchFormatsCommand(*bench);
   stoker::cli::RegisterDemoCommand(app);
   stoker::cli::RegisterDoctorCommands(app);
   try {

@@ -1,0 +1,69 @@
+// `stoker bench formats`: converts a sample of a data set to each writable format (through
+// the writer registry, so every format with a writer appears) and measures bytes on disk,
+// conversion time, and read speed: sequential scan, uniform random access, and the read
+// order of a shuffled epoch (shard order shuffled, sequential inside a shard, as
+// WebDataset-style loaders read; a full permutation for formats whose
+// random_access_is_cheap()). Each read pass runs cold (the files' pages dropped with
+// posix_fadvise DONTNEED and the dataset reopened) and warm (after a full read).
+// A "raw" row reads the same payload bytes from one flat file (sequentially in 1 MiB
+// blocks into a reused buffer, and by pread of each record) as the baseline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "io/env.h"
+
+namespace stoker {
+
+struct FormatBenchOptions {
+  std::string source;               // dataset spec, e.g. "wds:/data/train-{000..009}.tar"
+  uint64_t samples = 1000;          // evenly spaced over the source
+  std::vector<std::string> formats; // empty: every registered writer
+  std::string work_dir;             // converted copies go to work_dir/<format>/
+  bool cold = true;
+  bool warm = true;
+  uint64_t samples_per_shard = 0;   // sharded formats; 0: samples/8 (at least 1)
+  uint64_t seed = 1;
+  bool keep = false;                // keep the converted copies
+  Env* env = nullptr;
+  Clock* clock = nullptr;
+  std::function<void(const std::string&)> progress;  // one line per step
+};
+
+struct ReadSpeeds {
+  double seq_sps = 0, seq_mb_s = 0;
+  double rand_sps = 0, rand_mb_s = 0;
+  double shuffled_sps = 0, shuffled_mb_s = 0;
+};
+
+struct FormatBenchRow {
+  std::string format;
+  bool ok = false;
+  std::string error;        // when !ok
+  uint64_t samples = 0;
+  uint64_t files = 0;
+  uint64_t bytes_on_disk = 0;
+  double convert_s = 0;
+  bool has_cold = false, has_warm = false;
+  ReadSpeeds cold, warm;
+};
+
+struct FormatBenchResult {
+  std::string source;
+  uint64_t samples = 0;
+  uint64_t payload_bytes = 0;   // sum of field bytes of the samples
+  std::vector<FormatBenchRow> rows;  // "raw" first
+  std::string recommendation;
+};
+
+Result<FormatBenchResult> RunFormatBench(const FormatBenchOptions& opts);
+std::string FormatBenchTable(const FormatBenchResult& r);
+std::string FormatBenchJson(const FormatBenchResult& r);
+std::string FormatBenchHtml(const FormatBenchResult& r);
+
+}  // namespace stoker

@@ -1,0 +1,641 @@
+#include "formats/hdf5_dataset.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "formats/builtin.h"
+
+#if STOKER_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
+namespace stoker {
+
+#if STOKER_HAVE_HDF5
+
+bool Hdf5Available() { return true; }
+
+namespace {
+
+// The one lock around every HDF5 call in the process (the serial HDF5 build is not
+// thread-safe). Also turns off HDF5's automatic error printing: the library never prints.
+std::mutex& H5Mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+void H5InitLocked() {
+  static bool done = false;
+  if (!done) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    done = true;
+  }
+}
+
+herr_t WalkCb(unsigned n, const H5E_error2_t* e, void* data) {
+  auto* s = static_cast<std::string*>(data);
+  if (n < 3 && e->desc && *e->desc) {
+    if (!s->empty()) *s += "; ";
+    *s += e->desc;
+  }
+  return 0;
+}
+
+// The innermost messages of HDF5's error stack (then clears it).
+std::string H5ErrorString() {
+  std::string s;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, WalkCb, &s);
+  H5Eclear2(H5E_DEFAULT);
+  return s.empty() ? "unknown HDF5 error" : s;
+}
+
+void CloseId(hid_t* id, herr_t (*fn)(hid_t)) {
+  if (*id >= 0) fn(*id);
+  *id = -1;
+}
+
+enum class Kind { kVlen, kVlenString, kFixedString, kFixedArray, kInt };
+
+struct Column {
+  std::string name;
+  Kind kind = Kind::kVlen;
+  hid_t dset = -1, fspace = -1, mspace = -1, mtype = -1;
+  int rank = 1;
+  hsize_t dims[H5S_MAX_RANK] = {0};
+  size_t elem_size = 1;   // kVlen: bytes per element; kFixed*: bytes per row
+  H5T_str_t strpad = H5T_STR_NULLTERM;
+  // Read-ahead block for sequential scans: rows [blk_start, blk_start + blk_count) in
+  // memory-type layout (hvl_t / char* / fixed rows).
+  uint64_t blk_start = 0, blk_count = 0;
+  std::vector<uint8_t> blk;
+  hid_t blk_mspace = -1;
+
+  // Bytes of one element in memory.
+  size_t MemSize() const {
+    if (kind == Kind::kVlen) return sizeof(hvl_t);
+    if (kind == Kind::kVlenString) return sizeof(char*);
+    return elem_size;
+  }
+  void DropBlock() {
+    if (blk_count && (kind == Kind::kVlen || kind == Kind::kVlenString))
+      H5Dvlen_reclaim(mtype, blk_mspace, H5P_DEFAULT, blk.data());
+    CloseId(&blk_mspace, H5Sclose);
+    blk_count = 0;
+  }
+  void Close() {
+    DropBlock();
+    CloseId(&mspace, H5Sclose);
+    CloseId(&fspace, H5Sclose);
+    CloseId(&mtype, H5Tclose);
+    CloseId(&dset, H5Dclose);
+  }
+};
+
+// Inspects dataset `name` of file `f` (open, under the lock). Returns false (with a reason)
+// when the dataset is of a kind stoker does not read.
+Status DescribeColumn(hid_t f, const std::string& path, const std::string& name, Column* c,
+                      bool* supported, std::string* why) {
+  *supported = true;
+  c->name = name;
+  c->dset = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  if (c->dset < 0) return Corrupt("{}: cannot open dataset '/{}': {}", path, name, H5ErrorString());
+  c->fspace = H5Dget_space(c->dset);
+  c->rank = H5Sget_simple_extent_ndims(c->fspace);
+  if (c->rank < 1 || c->rank > H5S_MAX_RANK) {
+    *supported = false;
+    *why = fmt::format("dataset '/{}' is a scalar", name);
+    return Status::OK();
+  }
+  H5Sget_simple_extent_dims(c->fspace, c->dims, nullptr);
+  hid_t ft = H5Dget_type(c->dset);
+  H5T_class_t cls = H5Tget_class(ft);
+  hsize_t row_elems = 1;
+  for (int d = 1; d < c->rank; ++d) row_elems *= c->dims[d];
+  if (cls == H5T_STRING && c->rank == 1) {
+    c->strpad = H5Tget_strpad(ft);
+    if (H5Tis_variable_str(ft) > 0) {
+      c->kind = Kind::kVlenString;
+      c->mtype = H5Tcopy(H5T_C_S1);
+      H5Tset_size(c->mtype, H5T_VARIABLE);
+      H5Tset_cset(c->mtype, H5Tget_cset(ft));
+    } else {
+      c->kind = Kind::kFixedString;
+      c->mtype = H5Tcopy(ft);
+      c->elem_size = H5Tget_size(ft);
+    }
+  } else if (cls == H5T_VLEN && c->rank == 1) {
+    hid_t super = H5Tget_super(ft);
+    H5T_class_t scls = H5Tget_class(super);
+    if (scls == H5T_INTEGER || scls == H5T_FLOAT) {
+      hid_t native = H5Tget_native_type(super, H5T_DIR_ASCEND);
+      c->kind = Kind::kVlen;
+      c->mtype = H5Tvlen_create(native);
+      c->elem_size = H5Tget_size(native);
+      H5Tclose(native);
+    } else {
+      *supported = false;
+      *why = fmt::format("dataset '/{}' is variable-length of a non-numeric type", name);
+    }
+    H5Tclose(super);
+  } else if (cls == H5T_INTEGER && name == "label" && c->rank == 1) {
+    c->kind = Kind::kInt;
+    c->mtype = H5Tcopy(H5T_NATIVE_INT64);
+    c->elem_size = 8;
+  } else if (cls == H5T_INTEGER || cls == H5T_FLOAT || cls == H5T_OPAQUE) {
+    c->kind = Kind::kFixedArray;
+    c->mtype = cls == H5T_OPAQUE ? H5Tcopy(ft) : H5Tget_native_type(ft, H5T_DIR_ASCEND);
+    c->elem_size = H5Tget_size(c->mtype) * row_elems;
+  } else {
+    *supported = false;
+    *why = fmt::format("dataset '/{}' has an HDF5 type class stoker does not read ({})", name,
+                       static_cast<int>(cls));
+  }
+  H5Tclose(ft);
+  if (*supported) {
+    hsize_t mdims[H5S_MAX_RANK];
+    mdims[0] = 1;
+    int mrank = c->kind == Kind::kFixedArray ? c->rank : 1;
+    for (int d = 1; d < mrank; ++d) mdims[d] = c->dims[d];
+    c->mspace = H5Screate_simple(mrank, mdims, nullptr);
+  }
+  return Status::OK();
+}
+
+class Hdf5Dataset final : public Dataset {
+ public:
+  static Result<std::unique_ptr<Hdf5Dataset>> Open(const std::string& path,
+                                                   const DatasetOptions& opts) {
+    Env* env = opts.env ? opts.env : Env::Default();
+    STOKER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(path));
+    if (info.is_dir) return InvalidArgument("{}: is a directory, not an HDF5 file", path);
+    std::unique_ptr<Hdf5Dataset> ds(new Hdf5Dataset());
+    ds->path_ = path;
+    std::lock_guard<std::mutex> lk(H5Mu());
+    STOKER_RETURN_IF_ERROR(ds->OpenLocked());
+    ds->shards_.push_back({path, 0, ds->n_});
+    return ds;
+  }
+
+  ~Hdf5Dataset() override {
+    std::lock_guard<std::mutex> lk(H5Mu());
+    if (pid_ == ::getpid()) CloseLocked();
+  }
+
+  uint64_t size() const override { return n_; }
+  const std::vector<ShardInfo>& shards() const override { return shards_; }
+  std::string format() const override { return "hdf5"; }
+  std::vector<std::string> index_errors() const override { return skipped_; }
+  std::string Location(uint64_t i) const override {
+    return fmt::format("{}:record {}", path_, i);
+  }
+
+  std::string Key(uint64_t i) const override {
+    if (key_col_ < 0) return std::to_string(i);
+    std::lock_guard<std::mutex> lk(H5Mu());
+    std::vector<uint8_t> buf;
+    if (!EnsureProcessLocked().ok() || !ReadRowLocked(cols_[key_col_], i, &buf, false).ok())
+      return std::to_string(i);
+    return std::string(buf.begin(), buf.end());
+  }
+
+  Status Read(uint64_t index, Sample* out) const override {
+    out->Clear();
+    if (index >= n_)
+      return InvalidArgument("{}: sample index {} out of range ({} samples)", path_, index, n_);
+    std::lock_guard<std::mutex> lk(H5Mu());
+    STOKER_RETURN_IF_ERROR(EnsureProcessLocked());
+    bool sequential = index == last_ + 1;
+    last_ = index;
+    for (size_t c = 0; c < cols_.size(); ++c) {
+      Column& col = cols_[c];
+      if (static_cast<int>(c) == key_col_) {
+        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, &scratch_, sequential));
+        out->key.assign(scratch_.begin(), scratch_.end());
+      } else if (static_cast<int>(c) == label_col_) {
+        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, &scratch_, sequential));
+        int64_t v = -1;
+        std::memcpy(&v, scratch_.data(), sizeof v);
+        out->label = v;
+      } else {
+        Field* f = out->AddField(col.name);
+        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, &f->data, sequential));
+      }
+    }
+    if (key_col_ < 0) out->key = std::to_string(index);
+    out->location = Location(index);
+    return Status::OK();
+  }
+
+ private:
+  Hdf5Dataset() = default;
+
+  Status EnsureProcessLocked() const {
+    if (pid_ == ::getpid()) return Status::OK();
+    // Forked child: drop the handles inherited from the parent and open our own.
+    CloseLocked();
+    return const_cast<Hdf5Dataset*>(this)->OpenLocked();
+  }
+
+  void CloseLocked() const {
+    for (auto& c : cols_) c.Close();
+    CloseId(&file_, H5Fclose);
+  }
+
+  Status OpenLocked() {
+    H5InitLocked();
+    cols_.clear();
+    skipped_.clear();
+    key_col_ = label_col_ = -1;
+    file_ = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file_ < 0) {
+      std::string err = H5ErrorString();
+      return Corrupt("{}: not a readable HDF5 file ({})", path_, err);
+    }
+    pid_ = ::getpid();
+    H5G_info_t ginfo;
+    if (H5Gget_info(file_, &ginfo) < 0)
+      return Corrupt("{}: cannot list the root group: {}", path_, H5ErrorString());
+    std::vector<std::string> names;
+    for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
+      ssize_t len = H5Lget_name_by_idx(file_, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0,
+                                       H5P_DEFAULT);
+      if (len < 0) return Corrupt("{}: cannot read link {} of '/': {}", path_, i, H5ErrorString());
+      std::string name(static_cast<size_t>(len) + 1, '\0');
+      H5Lget_name_by_idx(file_, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
+                         H5P_DEFAULT);
+      name.resize(static_cast<size_t>(len));
+      H5O_info_t oinfo;
+      if (H5Oget_info_by_name(file_, name.c_str(), &oinfo, H5P_DEFAULT) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        continue;
+      }
+      if (oinfo.type == H5O_TYPE_DATASET) names.push_back(name);
+    }
+    std::string first;
+    for (const auto& name : names) {
+      Column c;
+      bool ok = false;
+      std::string why;
+      Status st = DescribeColumn(file_, path_, name, &c, &ok, &why);
+      if (!st.ok()) {
+        c.Close();
+        return st;
+      }
+      if (!ok) {
+        c.Close();
+        skipped_.push_back(fmt::format("{}: {}; skipped", path_, why));
+        continue;
+      }
+      if (cols_.empty()) {
+        n_ = c.dims[0];
+        first = name;
+      } else if (c.dims[0] != n_) {
+        uint64_t rows = c.dims[0];
+        c.Close();
+        return Corrupt("{}: dataset '/{}' has {} rows but '/{}' has {}", path_, name, rows, first,
+                       n_);
+      }
+      if (name == "key" && c.kind != Kind::kFixedArray && c.kind != Kind::kInt)
+        key_col_ = static_cast<int>(cols_.size());
+      if (name == "label" && c.kind == Kind::kInt) label_col_ = static_cast<int>(cols_.size());
+      cols_.push_back(c);
+    }
+    size_t fields = cols_.size() - (key_col_ >= 0) - (label_col_ >= 0);
+    if (cols_.empty() || fields == 0)
+      return Corrupt("{}: no sample fields: expected root datasets such as /key, /label and "
+                     "/jpg with one row per sample (see docs/storage.md)",
+                     path_);
+    return Status::OK();
+  }
+
+  Status Select(const Column& c, uint64_t i) const {
+    hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
+    start[0] = i;
+    count[0] = 1;
+    for (int d = 1; d < c.rank; ++d) count[d] = c.dims[d];
+    if (H5Sselect_hyperslab(c.fspace, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0)
+      return Corrupt("{}: record {}: selecting row of '/{}': {}", path_, i, c.name,
+                     H5ErrorString());
+    return Status::OK();
+  }
+
+  Status ReadRaw(const Column& c, uint64_t i, void* dst) const {
+    STOKER_RETURN_IF_ERROR(Select(c, i));
+    if (H5Dread(c.dset, c.mtype, c.mspace, c.fspace, H5P_DEFAULT, dst) < 0)
+      return Corrupt("{}: record {}: reading '/{}': {}", path_, i, c.name, H5ErrorString());
+    return Status::OK();
+  }
+
+  // Copies one element (memory-type layout) into `out`.
+  static void Extract(const Column& c, const uint8_t* elem, std::vector<uint8_t>* out) {
+    switch (c.kind) {
+      case Kind::kVlen: {
+        hvl_t v;
+        std::memcpy(&v, elem, sizeof v);
+        const auto* p = static_cast<const uint8_t*>(v.p);
+        if (p) out->assign(p, p + v.len * c.elem_size);
+        else out->clear();
+        return;
+      }
+      case Kind::kVlenString: {
+        const char* str;
+        std::memcpy(&str, elem, sizeof str);
+        if (str) out->assign(str, str + std::strlen(str));
+        else out->clear();
+        return;
+      }
+      case Kind::kFixedString: {
+        size_t n = c.elem_size;
+        if (c.strpad == H5T_STR_SPACEPAD) {
+          while (n > 0 && elem[n - 1] == ' ') --n;
+        } else {
+          const void* nul = std::memchr(elem, 0, n);
+          if (nul) n = static_cast<const uint8_t*>(nul) - elem;
+        }
+        out->assign(elem, elem + n);
+        return;
+      }
+      case Kind::kFixedArray:
+      case Kind::kInt:
+        out->assign(elem, elem + c.elem_size);
+        return;
+    }
+  }
+
+  Status ReadBlock(Column& c, uint64_t start, uint64_t count) const {
+    hsize_t st[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
+    st[0] = start;
+    cnt[0] = count;
+    int mrank = c.kind == Kind::kFixedArray ? c.rank : 1;
+    for (int d = 1; d < c.rank; ++d) cnt[d] = c.dims[d];
+    if (H5Sselect_hyperslab(c.fspace, H5S_SELECT_SET, st, nullptr, cnt, nullptr) < 0)
+      return Corrupt("{}: records {}..{}: selecting rows of '/{}': {}", path_, start,
+                     start + count, c.name, H5ErrorString());
+    c.blk.resize(count * c.MemSize());
+    c.blk_mspace = H5Screate_simple(mrank, cnt, nullptr);
+    if (H5Dread(c.dset, c.mtype, c.blk_mspace, c.fspace, H5P_DEFAULT, c.blk.data()) < 0) {
+      CloseId(&c.blk_mspace, H5Sclose);
+      return Corrupt("{}: records {}..{}: reading '/{}': {}", path_, start, start + count,
+                     c.name, H5ErrorString());
+    }
+    c.blk_start = start;
+    c.blk_count = count;
+    return Status::OK();
+  }
+
+  // One row of `c`: from the read-ahead block when it holds the row; a new block when
+  // the access is sequential; else a single-row read.
+  Status ReadRowLocked(Column& c, uint64_t i, std::vector<uint8_t>* out, bool sequential) const {
+    size_t ms = c.MemSize();
+    if (c.blk_count && i >= c.blk_start && i < c.blk_start + c.blk_count) {
+      Extract(c, c.blk.data() + (i - c.blk_start) * ms, out);
+      return Status::OK();
+    }
+    if (sequential) {
+      c.DropBlock();
+      // ~4 MiB of fixed rows, or 32 variable-length rows, per block.
+      uint64_t rows = c.kind == Kind::kVlen || c.kind == Kind::kVlenString
+                          ? 32
+                          : std::max<uint64_t>(1, (4u << 20) / std::max<size_t>(1, ms));
+      STOKER_RETURN_IF_ERROR(ReadBlock(c, i, std::min<uint64_t>(rows, n_ - i)));
+      Extract(c, c.blk.data(), out);
+      return Status::OK();
+    }
+    if (c.kind == Kind::kFixedArray) {
+      out->resize(c.elem_size);
+      return ReadRaw(c, i, out->data());
+    }
+    one_.resize(ms);
+    STOKER_RETURN_IF_ERROR(ReadRaw(c, i, one_.data()));
+    Extract(c, one_.data(), out);
+    if (c.kind == Kind::kVlen || c.kind == Kind::kVlenString)
+      H5Dvlen_reclaim(c.mtype, c.mspace, H5P_DEFAULT, one_.data());
+    return Status::OK();
+  }
+
+  std::string path_;
+  uint64_t n_ = 0;
+  std::vector<ShardInfo> shards_;
+  std::vector<std::string> skipped_;
+  // Guarded by H5Mu().
+  mutable hid_t file_ = -1;
+  mutable std::vector<Column> cols_;
+  mutable int key_col_ = -1, label_col_ = -1;
+  mutable pid_t pid_ = 0;
+  mutable std::vector<uint8_t> scratch_, one_;
+  mutable uint64_t last_ = UINT64_MAX - 1;
+};
+
+class Hdf5Writer final : public DatasetWriter {
+ public:
+  static Result<std::unique_ptr<DatasetWriter>> Open(const std::string& path,
+                                                     const WriterOptions& opts) {
+    std::unique_ptr<Hdf5Writer> w(new Hdf5Writer());
+    w->path_ = path;
+    w->partial_ = path + ".partial";
+    w->env_ = opts.env ? opts.env : Env::Default();
+    std::string dir = DirName(path);
+    if (!dir.empty() && dir != ".") STOKER_RETURN_IF_ERROR(w->env_->CreateDirs(dir));
+    std::lock_guard<std::mutex> lk(H5Mu());
+    H5InitLocked();
+    w->file_ = H5Fcreate(w->partial_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file_ < 0)
+      return IOError("{}: cannot create HDF5 file: {}", w->partial_, H5ErrorString());
+    return std::unique_ptr<DatasetWriter>(std::move(w));
+  }
+
+  ~Hdf5Writer() override {
+    std::lock_guard<std::mutex> lk(H5Mu());
+    CloseAllLocked();
+  }
+
+  Status Write(const Sample& s) override {
+    if (closed_) return InvalidArgument("{}: Write after Close", path_);
+    std::lock_guard<std::mutex> lk(H5Mu());
+    if (count_ == 0 && buffered_ == 0) STOKER_RETURN_IF_ERROR(CreateLocked(s));
+    if (s.num_fields != names_.size())
+      return InvalidArgument("{}: sample {} ('{}') has {} fields, the first sample had {} "
+                             "(HDF5 needs the same fields in every sample)",
+                             path_, count_ + buffered_, s.key, s.num_fields, names_.size());
+    if (s.key.find('\0') != std::string::npos)
+      return InvalidArgument("{}: sample {}: key contains a NUL byte", path_, count_ + buffered_);
+    keys_.push_back(s.key);
+    labels_.push_back(s.label);
+    for (size_t f = 0; f < names_.size(); ++f) {
+      const Field* fld = s.Find(names_[f]);
+      if (!fld)
+        return InvalidArgument("{}: sample {} ('{}') has no field '{}' (the first sample did)",
+                               path_, count_ + buffered_, s.key, names_[f]);
+      data_[f].push_back(fld->data);
+      buffered_bytes_ += fld->data.size();
+    }
+    ++buffered_;
+    if (buffered_ >= kChunk || buffered_bytes_ >= (64u << 20)) return FlushLocked();
+    return Status::OK();
+  }
+
+  Status Close() override {
+    if (closed_) return Status::OK();
+    closed_ = true;
+    {
+      std::lock_guard<std::mutex> lk(H5Mu());
+      if (count_ == 0 && buffered_ == 0) {
+        Sample empty;
+        STOKER_RETURN_IF_ERROR(CreateLocked(empty));
+      }
+      STOKER_RETURN_IF_ERROR(FlushLocked());
+      if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0)
+        return IOError("{}: flushing: {}", partial_, H5ErrorString());
+      CloseAllLocked();
+    }
+    STOKER_RETURN_IF_ERROR(env_->RenameFile(partial_, path_));
+    STOKER_ASSIGN_OR_RETURN(FileInfo info, env_->Stat(path_));
+    shards_.push_back({path_, count_, info.size});
+    return Status::OK();
+  }
+
+  const std::vector<WrittenShard>& shards() const override { return shards_; }
+
+ private:
+  static constexpr hsize_t kChunk = 1024;
+  Hdf5Writer() = default;
+
+  void CloseAllLocked() {
+    for (hid_t& d : dsets_) CloseId(&d, H5Dclose);
+    CloseId(&key_ds_, H5Dclose);
+    CloseId(&label_ds_, H5Dclose);
+    CloseId(&str_type_, H5Tclose);
+    CloseId(&vlen_type_, H5Tclose);
+    CloseId(&file_, H5Fclose);
+  }
+
+  Result<hid_t> MakeDataset(const std::string& name, hid_t ftype) {
+    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {kChunk};
+    hid_t space = H5Screate_simple(1, dims, maxdims);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    hid_t d = H5Dcreate2(file_, name.c_str(), ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (d < 0)
+      return IOError("{}: creating dataset '/{}': {}", partial_, name, H5ErrorString());
+    return d;
+  }
+
+  Status CreateLocked(const Sample& s) {
+    str_type_ = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str_type_, H5T_VARIABLE);
+    H5Tset_cset(str_type_, H5T_CSET_UTF8);
+    vlen_type_ = H5Tvlen_create(H5T_NATIVE_UINT8);
+    hid_t file_vlen = H5Tvlen_create(H5T_STD_U8LE);
+    STOKER_ASSIGN_OR_RETURN(key_ds_, MakeDataset("key", str_type_));
+    STOKER_ASSIGN_OR_RETURN(label_ds_, MakeDataset("label", H5T_STD_I64LE));
+    for (size_t i = 0; i < s.num_fields; ++i) {
+      const std::string& n = s.fields[i].name;
+      if (n.empty() || n == "key" || n == "label" || n.find('/') != std::string::npos ||
+          n == "." || std::find(names_.begin(), names_.end(), n) != names_.end()) {
+        H5Tclose(file_vlen);
+        return InvalidArgument("{}: field name '{}' cannot be an HDF5 dataset name (empty, "
+                               "'key', 'label', contains '/', or repeated)",
+                               path_, n);
+      }
+      names_.push_back(n);
+      auto d = MakeDataset(n, file_vlen);
+      if (!d.ok()) {
+        H5Tclose(file_vlen);
+        return d.status();
+      }
+      dsets_.push_back(*d);
+    }
+    H5Tclose(file_vlen);
+    data_.resize(names_.size());
+    return Status::OK();
+  }
+
+  Status Append(hid_t d, const std::string& name, hid_t mtype, const void* buf) {
+    hsize_t total[1] = {count_ + buffered_}, start[1] = {count_}, n[1] = {buffered_};
+    if (H5Dset_extent(d, total) < 0)
+      return IOError("{}: extending '/{}': {}", partial_, name, H5ErrorString());
+    hid_t fs = H5Dget_space(d);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, n, nullptr);
+    hid_t ms = H5Screate_simple(1, n, nullptr);
+    herr_t rc = H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    if (rc < 0) return IOError("{}: writing '/{}': {}", partial_, name, H5ErrorString());
+    return Status::OK();
+  }
+
+  Status FlushLocked() {
+    if (buffered_ == 0) return Status::OK();
+    std::vector<const char*> kp(buffered_);
+    for (size_t i = 0; i < buffered_; ++i) kp[i] = keys_[i].c_str();
+    STOKER_RETURN_IF_ERROR(Append(key_ds_, "key", str_type_, kp.data()));
+    STOKER_RETURN_IF_ERROR(Append(label_ds_, "label", H5T_NATIVE_INT64, labels_.data()));
+    std::vector<hvl_t> v(buffered_);
+    for (size_t f = 0; f < names_.size(); ++f) {
+      for (size_t i = 0; i < buffered_; ++i)
+        v[i] = hvl_t{data_[f][i].size(), data_[f][i].empty() ? nullptr : data_[f][i].data()};
+      STOKER_RETURN_IF_ERROR(Append(dsets_[f], names_[f], vlen_type_, v.data()));
+      data_[f].clear();
+    }
+    count_ += buffered_;
+    buffered_ = 0;
+    buffered_bytes_ = 0;
+    keys_.clear();
+    labels_.clear();
+    return Status::OK();
+  }
+
+  std::string path_, partial_;
+  Env* env_ = nullptr;
+  hid_t file_ = -1, key_ds_ = -1, label_ds_ = -1, str_type_ = -1, vlen_type_ = -1;
+  std::vector<std::string> names_;
+  std::vector<hid_t> dsets_;
+  std::vector<std::string> keys_;
+  std::vector<int64_t> labels_;
+  std::vector<std::vector<std::vector<uint8_t>>> data_;
+  uint64_t count_ = 0, buffered_ = 0, buffered_bytes_ = 0;
+  bool closed_ = false;
+  std::vector<WrittenShard> shards_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Dataset>> OpenHdf5Dataset(const std::string& path,
+                                                 const DatasetOptions& opts) {
+  STOKER_ASSIGN_OR_RETURN(auto ds, Hdf5Dataset::Open(path, opts));
+  return std::unique_ptr<Dataset>(std::move(ds));
+}
+
+Result<std::unique_ptr<DatasetWriter>> OpenHdf5Writer(const std::string& path,
+                                                      const WriterOptions& opts) {
+  return Hdf5Writer::Open(path, opts);
+}
+
+#else  // !STOKER_HAVE_HDF5
+
+bool Hdf5Available() { return false; }
+Result<std::unique_ptr<Dataset>> OpenHdf5Dataset(const std::string& path,
+                                                 const DatasetOptions&) {
+  return Unimplemented("{}: stoker was built without libhdf5 (install libhdf5-dev and "
+                       "reconfigure): format 'hdf5' is unavailable", path);
+}
+Result<std::unique_ptr<DatasetWriter>> OpenHdf5Writer(const std::string& path,
+                                                      const WriterOptions&) {
+  return Unimplemented("{}: stoker was built without libhdf5 (install libhdf5-dev and "
+                       "reconfigure): format 'hdf5' is unavailable", path);
+}
+
+#endif
+
+void RegisterHdf5Format() {
+  RegisterDatasetFormat({"hdf5", {"h5", "hdf5"}, OpenHdf5Dataset,
+                         "HDF5 file: root datasets /key, /label and one per field"});
+  RegisterDatasetWriter("hdf5", OpenHdf5Writer);
+}
+
+}  // namespace stoker

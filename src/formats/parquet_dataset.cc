@@ -1,0 +1,693 @@
+#include "formats/parquet_dataset.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "formats/builtin.h"
+
+#if STOKER_HAVE_PARQUET
+#include <arrow/buffer.h>
+#include <arrow/io/interfaces.h>
+#include <arrow/io/memory.h>
+#include <parquet/api/reader.h>
+#include <parquet/api/writer.h>
+#include <parquet/page_index.h>
+#endif
+
+namespace stoker {
+
+#if STOKER_HAVE_PARQUET
+
+bool ParquetAvailable() { return true; }
+
+namespace {
+
+// arrow::io view of a stoker RandomAccessFile (so Parquet reads go through Env).
+class EnvArrowFile final : public arrow::io::RandomAccessFile {
+ public:
+  explicit EnvArrowFile(std::unique_ptr<stoker::RandomAccessFile> f) : f_(std::move(f)) {}
+  arrow::Status Close() override {
+    closed_ = true;
+    return arrow::Status::OK();
+  }
+  bool closed() const override { return closed_; }
+  arrow::Result<int64_t> Tell() const override { return pos_; }
+  arrow::Status Seek(int64_t p) override {
+    pos_ = p;
+    return arrow::Status::OK();
+  }
+  arrow::Result<int64_t> GetSize() override { return static_cast<int64_t>(f_->size()); }
+  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
+    if (position < 0 || nbytes < 0) return arrow::Status::Invalid("negative read");
+    auto r = f_->ReadAt(static_cast<uint64_t>(position), static_cast<size_t>(nbytes),
+                        static_cast<uint8_t*>(out));
+    if (!r.ok()) return arrow::Status::IOError(r.status().message());
+    return static_cast<int64_t>(*r);
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position,
+                                                       int64_t nbytes) override {
+    int64_t size = static_cast<int64_t>(f_->size());
+    if (position > size) position = size;
+    nbytes = std::min(nbytes, size - position);
+    ARROW_ASSIGN_OR_RAISE(auto buf, arrow::AllocateResizableBuffer(nbytes));
+    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position, nbytes, buf->mutable_data()));
+    ARROW_RETURN_NOT_OK(buf->Resize(n));
+    return std::shared_ptr<arrow::Buffer>(std::move(buf));
+  }
+  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override {
+    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(pos_, nbytes, out));
+    pos_ += n;
+    return n;
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override {
+    ARROW_ASSIGN_OR_RAISE(auto b, ReadAt(pos_, nbytes));
+    pos_ += b->size();
+    return b;
+  }
+
+ private:
+  std::unique_ptr<stoker::RandomAccessFile> f_;
+  int64_t pos_ = 0;
+  bool closed_ = false;
+};
+
+class EnvArrowSink final : public arrow::io::OutputStream {
+ public:
+  explicit EnvArrowSink(std::unique_ptr<WritableFile> f) : f_(std::move(f)) {}
+  arrow::Status Close() override {
+    if (closed_) return arrow::Status::OK();
+    closed_ = true;
+    Status st = f_->Close();
+    return st.ok() ? arrow::Status::OK() : arrow::Status::IOError(st.message());
+  }
+  bool closed() const override { return closed_; }
+  arrow::Result<int64_t> Tell() const override {
+    return static_cast<int64_t>(f_->bytes_written());
+  }
+  arrow::Status Write(const void* data, int64_t n) override {
+    Status st = f_->Append(data, static_cast<size_t>(n));
+    return st.ok() ? arrow::Status::OK() : arrow::Status::IOError(st.message());
+  }
+  arrow::Status Flush() override {
+    Status st = f_->Flush();
+    return st.ok() ? arrow::Status::OK() : arrow::Status::IOError(st.message());
+  }
+
+ private:
+  std::unique_ptr<WritableFile> f_;
+  bool closed_ = false;
+};
+
+enum class Role { kKey, kLabel, kField };
+
+struct Col {
+  int index = 0;  // leaf column index in the file
+  std::string name;
+  Role role = Role::kField;
+  parquet::Type::type type = parquet::Type::BYTE_ARRAY;
+  int16_t max_def = 0;
+  int type_length = 0;
+};
+
+// Page index of one column chunk: where each data page starts and its first row.
+struct ChunkPages {
+  bool usable = false;
+  parquet::Compression::type codec = parquet::Compression::UNCOMPRESSED;
+  std::vector<parquet::PageLocation> pages;
+};
+
+struct Cursor {
+  int rg = -1;
+  int64_t next = 0;  // next row within the row group
+  std::shared_ptr<parquet::RowGroupReader> rgr;
+  std::vector<std::shared_ptr<parquet::ColumnReader>> readers;  // one per Col
+};
+
+// Reads one value of `c` from `r` into `out`; *present=false when it is null.
+void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
+             int64_t* as_int, bool* present, const std::string& path, uint64_t row) {
+  int16_t def = 0;
+  int64_t values = 0, levels = 0;
+  auto check = [&] {
+    if (levels != 1)
+      throw parquet::ParquetException("column '" + c.name + "' ended before row " +
+                                      std::to_string(row));
+  };
+  *present = true;
+  switch (c.type) {
+    case parquet::Type::BYTE_ARRAY: {
+      parquet::ByteArray v;
+      levels = static_cast<parquet::ByteArrayReader*>(r)->ReadBatch(1, &def, nullptr, &v, &values);
+      check();
+      if (values == 0) break;
+      out->assign(v.ptr, v.ptr + v.len);
+      return;
+    }
+    case parquet::Type::FIXED_LEN_BYTE_ARRAY: {
+      parquet::FixedLenByteArray v;
+      levels = static_cast<parquet::FixedLenByteArrayReader*>(r)->ReadBatch(1, &def, nullptr,
+                                                                             &v, &values);
+      check();
+      if (values == 0) break;
+      out->assign(v.ptr, v.ptr + c.type_length);
+      return;
+    }
+    case parquet::Type::INT32: {
+      int32_t v = 0;
+      levels = static_cast<parquet::Int32Reader*>(r)->ReadBatch(1, &def, nullptr, &v, &values);
+      check();
+      if (values == 0) break;
+      *as_int = v;
+      out->resize(4);
+      std::memcpy(out->data(), &v, 4);
+      return;
+    }
+    case parquet::Type::INT64: {
+      int64_t v = 0;
+      levels = static_cast<parquet::Int64Reader*>(r)->ReadBatch(1, &def, nullptr, &v, &values);
+      check();
+      if (values == 0) break;
+      *as_int = v;
+      out->resize(8);
+      std::memcpy(out->data(), &v, 8);
+      return;
+    }
+    case parquet::Type::FLOAT: {
+      float v = 0;
+      levels = static_cast<parquet::FloatReader*>(r)->ReadBatch(1, &def, nullptr, &v, &values);
+      check();
+      if (values == 0) break;
+      out->resize(4);
+      std::memcpy(out->data(), &v, 4);
+      return;
+    }
+    case parquet::Type::DOUBLE: {
+      double v = 0;
+      levels = static_cast<parquet::DoubleReader*>(r)->ReadBatch(1, &def, nullptr, &v, &values);
+      check();
+      if (values == 0) break;
+      out->resize(8);
+      std::memcpy(out->data(), &v, 8);
+      return;
+    }
+    case parquet::Type::BOOLEAN: {
+      bool v = false;
+      levels = static_cast<parquet::BoolReader*>(r)->ReadBatch(1, &def, nullptr, &v, &values);
+      check();
+      if (values == 0) break;
+      out->assign(1, v ? 1 : 0);
+      return;
+    }
+    default:
+      throw parquet::ParquetException("unsupported column type");
+  }
+  *present = false;
+}
+
+// Skips up to n values of a flat column; returns how many were skipped.
+int64_t SkipValues(parquet::Type::type t, parquet::ColumnReader* r, int64_t n) {
+  switch (t) {
+    case parquet::Type::BYTE_ARRAY: return static_cast<parquet::ByteArrayReader*>(r)->Skip(n);
+    case parquet::Type::FIXED_LEN_BYTE_ARRAY:
+      return static_cast<parquet::FixedLenByteArrayReader*>(r)->Skip(n);
+    case parquet::Type::INT32: return static_cast<parquet::Int32Reader*>(r)->Skip(n);
+    case parquet::Type::INT64: return static_cast<parquet::Int64Reader*>(r)->Skip(n);
+    case parquet::Type::FLOAT: return static_cast<parquet::FloatReader*>(r)->Skip(n);
+    case parquet::Type::DOUBLE: return static_cast<parquet::DoubleReader*>(r)->Skip(n);
+    case parquet::Type::BOOLEAN: return static_cast<parquet::BoolReader*>(r)->Skip(n);
+    default: return 0;
+  }
+}
+
+class ParquetDataset final : public Dataset {
+ public:
+  static Result<std::unique_ptr<ParquetDataset>> Open(const std::string& path,
+                                                      const DatasetOptions& opts) {
+    Env* env = opts.env ? opts.env : Env::Default();
+    std::unique_ptr<ParquetDataset> ds(new ParquetDataset());
+    ds->path_ = path;
+    STOKER_ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
+    ds->file_ = std::make_shared<EnvArrowFile>(std::move(file));
+    try {
+      ds->props_.enable_buffered_stream();
+      ds->props_.set_buffer_size(1 << 20);
+      ds->reader_ = parquet::ParquetFileReader::Open(ds->file_, ds->props_);
+      STOKER_RETURN_IF_ERROR(ds->Index());
+    } catch (const std::exception& e) {
+      return Corrupt("{}: not a readable Parquet file: {}", path, e.what());
+    }
+    ds->shards_.push_back({path, 0, ds->n_});
+    return ds;
+  }
+
+  uint64_t size() const override { return n_; }
+  const std::vector<ShardInfo>& shards() const override { return shards_; }
+  std::string format() const override { return "parquet"; }
+  std::vector<std::string> index_errors() const override { return skipped_; }
+  bool random_access_is_cheap() const override { return page_index_; }
+  std::string Location(uint64_t i) const override {
+    auto [rg, off] = Locate(i);
+    return fmt::format("{}:row {} (row group {}, offset {})", path_, i, rg, off);
+  }
+  std::string Key(uint64_t i) const override {
+    Sample s;
+    if (!Read(i, &s).ok()) return std::to_string(i);
+    return s.key;
+  }
+
+  Status Read(uint64_t index, Sample* out) const override {
+    out->Clear();
+    if (index >= n_)
+      return InvalidArgument("{}: sample index {} out of range ({} rows)", path_, index, n_);
+    auto [rg, off] = Locate(index);
+    try {
+      std::unique_ptr<Cursor> cur = TakeCursor(rg, off, index);
+      if (cur) {
+        Status st = ReadRow(cur.get(), index, out);
+        if (st.ok()) {
+          ++cur->next;
+          GiveCursor(std::move(cur));
+        }
+        return st;
+      }
+      return ReadViaPageIndex(rg, off, index, out);
+    } catch (const std::exception& e) {
+      return Corrupt("{}: row {} (row group {}, offset {}): {}", path_, index, rg, off, e.what());
+    }
+  }
+
+ private:
+  ParquetDataset() = default;
+
+  std::pair<int, int64_t> Locate(uint64_t i) const {
+    auto it = std::upper_bound(rg_start_.begin(), rg_start_.end(), i);
+    int rg = static_cast<int>(it - rg_start_.begin()) - 1;
+    return {rg, static_cast<int64_t>(i - rg_start_[rg])};
+  }
+
+  Status Index() {
+    auto md = reader_->metadata();
+    const parquet::SchemaDescriptor* schema = md->schema();
+    for (int c = 0; c < schema->num_columns(); ++c) {
+      const parquet::ColumnDescriptor* d = schema->Column(c);
+      std::string name = d->path()->ToDotString();
+      if (d->max_repetition_level() > 0 || name.find('.') != std::string::npos) {
+        skipped_.push_back(fmt::format("{}: column '{}' is nested or repeated; skipped", path_, name));
+        continue;
+      }
+      Col col;
+      col.index = c;
+      col.name = name;
+      col.type = d->physical_type();
+      col.max_def = d->max_definition_level();
+      col.type_length = d->type_length();
+      switch (col.type) {
+        case parquet::Type::BYTE_ARRAY:
+        case parquet::Type::FIXED_LEN_BYTE_ARRAY:
+        case parquet::Type::INT32:
+        case parquet::Type::INT64:
+        case parquet::Type::FLOAT:
+        case parquet::Type::DOUBLE:
+        case parquet::Type::BOOLEAN:
+          break;
+        default:
+          skipped_.push_back(fmt::format("{}: column '{}' has an unsupported type; skipped", path_, name));
+          continue;
+      }
+      bool is_int = col.type == parquet::Type::INT32 || col.type == parquet::Type::INT64;
+      if (name == "key" && (col.type == parquet::Type::BYTE_ARRAY ||
+                            col.type == parquet::Type::FIXED_LEN_BYTE_ARRAY))
+        col.role = Role::kKey;
+      else if (name == "label" && is_int)
+        col.role = Role::kLabel;
+      cols_.push_back(col);
+    }
+    bool has_field = std::any_of(cols_.begin(), cols_.end(),
+                                 [](const Col& c) { return c.role == Role::kField; });
+    if (!has_field)
+      return Corrupt("{}: no readable field columns (expected e.g. 'key', 'label', 'jpg')", path_);
+    uint64_t total = 0;
+    for (int rg = 0; rg < md->num_row_groups(); ++rg) {
+      rg_start_.push_back(total);
+      total += static_cast<uint64_t>(md->RowGroup(rg)->num_rows());
+    }
+    n_ = total;
+    rg_start_.push_back(total);  // sentinel
+    // Page index (preloaded: initializing it is not thread-safe).
+    std::shared_ptr<parquet::PageIndexReader> pir = reader_->GetPageIndexReader();
+    page_index_ = pir != nullptr && md->num_row_groups() > 0;
+    pages_.resize(md->num_row_groups());
+    for (int rg = 0; rg < md->num_row_groups() && page_index_; ++rg) {
+      auto rgmd = md->RowGroup(rg);
+      std::shared_ptr<parquet::RowGroupPageIndexReader> rpi = pir->RowGroup(rg);
+      pages_[rg].resize(cols_.size());
+      for (size_t c = 0; c < cols_.size(); ++c) {
+        auto ccmd = rgmd->ColumnChunk(cols_[c].index);
+        std::shared_ptr<parquet::OffsetIndex> oi =
+            rpi ? rpi->GetOffsetIndex(cols_[c].index) : nullptr;
+        if (!oi || ccmd->has_dictionary_page() || oi->page_locations().empty()) {
+          page_index_ = false;
+          break;
+        }
+        ChunkPages& cp = pages_[rg][c];
+        cp.usable = true;
+        cp.codec = ccmd->compression();
+        cp.pages = oi->page_locations();
+      }
+    }
+    return Status::OK();
+  }
+
+  std::unique_ptr<Cursor> TakeCursor(int rg, int64_t off, uint64_t index) const {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (size_t i = 0; i < cursors_.size(); ++i) {
+      if (cursors_[i]->rg == rg && cursors_[i]->next == off) {
+        auto c = std::move(cursors_[i]);
+        cursors_.erase(cursors_.begin() + i);
+        return c;
+      }
+    }
+    // A sequential pattern (the previous row was read) or no page index: (re)position a
+    // cursor. Otherwise the page index serves the one row.
+    bool sequential = index > 0 && std::find(recent_.begin(), recent_.end(), index - 1) != recent_.end();
+    if (page_index_ && !sequential && off != 0) {
+      recent_[recent_pos_++ % recent_.size()] = index;
+      return nullptr;
+    }
+    std::unique_ptr<Cursor> c;
+    if (!cursors_.empty()) {
+      // Reuse one already in this row group and before the row if there is one.
+      size_t pick = 0;
+      for (size_t i = 0; i < cursors_.size(); ++i)
+        if (cursors_[i]->rg == rg && cursors_[i]->next <= off) pick = i;
+      c = std::move(cursors_[pick]);
+      cursors_.erase(cursors_.begin() + pick);
+    } else {
+      c = std::make_unique<Cursor>();
+    }
+    lk.unlock();
+    if (c->rg != rg || c->next > off) {
+      c->rg = rg;
+      c->next = 0;
+      c->rgr = reader_->RowGroup(rg);
+      c->readers.clear();
+      for (const Col& col : cols_) c->readers.push_back(c->rgr->Column(col.index));
+    }
+    if (c->next < off) {
+      for (size_t k = 0; k < cols_.size(); ++k) {
+        int64_t want = off - c->next, skipped = 0;
+        while (skipped < want) {
+          int64_t s = SkipValues(cols_[k].type, c->readers[k].get(), want - skipped);
+          if (s <= 0) break;
+          skipped += s;
+        }
+        if (skipped != want)
+          throw parquet::ParquetException("column '" + cols_[k].name + "' ended early");
+      }
+      c->next = off;
+    }
+    return c;
+  }
+
+  void GiveCursor(std::unique_ptr<Cursor> c) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (cursors_.size() >= 64) cursors_.erase(cursors_.begin());
+    cursors_.push_back(std::move(c));
+  }
+
+  void Assign(const Col& c, std::vector<uint8_t>& buf, int64_t ival, bool present,
+              Sample* out) const {
+    if (!present) return;
+    switch (c.role) {
+      case Role::kKey:
+        out->key.assign(buf.begin(), buf.end());
+        break;
+      case Role::kLabel:
+        out->label = ival;
+        break;
+      case Role::kField:
+        out->AddField(c.name)->data.swap(buf);
+        break;
+    }
+  }
+
+  Status ReadRow(Cursor* cur, uint64_t index, Sample* out) const {
+    std::vector<uint8_t> buf;
+    for (size_t k = 0; k < cols_.size(); ++k) {
+      int64_t ival = -1;
+      bool present = false;
+      ReadOne(cols_[k], cur->readers[k].get(), &buf, &ival, &present, path_, index);
+      Assign(cols_[k], buf, ival, present, out);
+      buf.clear();
+    }
+    Finish(index, out);
+    return Status::OK();
+  }
+
+  void Finish(uint64_t index, Sample* out) const {
+    if (out->key.empty()) out->key = std::to_string(index);
+    out->location = fmt::format("{}:row {}", path_, index);
+  }
+
+  Status ReadViaPageIndex(int rg, int64_t off, uint64_t index, Sample* out) const {
+    const parquet::SchemaDescriptor* schema = reader_->metadata()->schema();
+    int64_t rg_rows = static_cast<int64_t>(rg_start_[rg + 1] - rg_start_[rg]);
+    std::vector<uint8_t> buf;
+    for (size_t k = 0; k < cols_.size(); ++k) {
+      const ChunkPages& cp = pages_[rg][k];
+      auto it = std::upper_bound(cp.pages.begin(), cp.pages.end(), off,
+                                 [](int64_t v, const parquet::PageLocation& p) {
+                                   return v < p.first_row_index;
+                                 });
+      if (it == cp.pages.begin())
+        return Corrupt("{}: row {}: page index of column '{}' does not cover offset {}", path_,
+                       index, cols_[k].name, off);
+      const parquet::PageLocation& loc = *(it - 1);
+      int64_t page_rows =
+          (it == cp.pages.end() ? rg_rows : it->first_row_index) - loc.first_row_index;
+      auto data = file_->ReadAt(loc.offset, loc.compressed_page_size);
+      if (!data.ok())
+        return IOError("{}: row {}: reading page of column '{}': {}", path_, index,
+                       cols_[k].name, data.status().ToString());
+      auto stream = std::make_shared<arrow::io::BufferReader>(*data);
+      auto pr = parquet::PageReader::Open(stream, page_rows, cp.codec, props_);
+      auto cr = parquet::ColumnReader::Make(schema->Column(cols_[k].index), std::move(pr));
+      int64_t want = off - loc.first_row_index, skipped = 0;
+      while (skipped < want) {
+        int64_t s = SkipValues(cols_[k].type, cr.get(), want - skipped);
+        if (s <= 0) break;
+        skipped += s;
+      }
+      if (skipped != want)
+        return Corrupt("{}: row {}: page of column '{}' holds fewer rows than its index says",
+                       path_, index, cols_[k].name);
+      int64_t ival = -1;
+      bool present = false;
+      ReadOne(cols_[k], cr.get(), &buf, &ival, &present, path_, index);
+      Assign(cols_[k], buf, ival, present, out);
+      buf.clear();
+    }
+    Finish(index, out);
+    return Status::OK();
+  }
+
+  std::string path_;
+  std::shared_ptr<EnvArrowFile> file_;
+  parquet::ReaderProperties props_;
+  std::unique_ptr<parquet::ParquetFileReader> reader_;
+  std::vector<Col> cols_;
+  std::vector<uint64_t> rg_start_;
+  std::vector<std::vector<ChunkPages>> pages_;
+  bool page_index_ = false;
+  uint64_t n_ = 0;
+  std::vector<ShardInfo> shards_;
+  std::vector<std::string> skipped_;
+
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<Cursor>> cursors_;
+  mutable std::array<uint64_t, 64> recent_{};
+  mutable size_t recent_pos_ = 0;
+};
+
+class ParquetWriter final : public DatasetWriter {
+ public:
+  static constexpr uint64_t kRowGroupBytes = 32ull << 20;
+  static constexpr size_t kRowGroupRows = 8192;
+
+  static Result<std::unique_ptr<DatasetWriter>> Open(const std::string& path,
+                                                     const WriterOptions& opts) {
+    std::unique_ptr<ParquetWriter> w(new ParquetWriter());
+    w->path_ = path;
+    w->partial_ = path + ".partial";
+    w->env_ = opts.env ? opts.env : Env::Default();
+    std::string dir = DirName(path);
+    if (!dir.empty() && dir != ".") STOKER_RETURN_IF_ERROR(w->env_->CreateDirs(dir));
+    return std::unique_ptr<DatasetWriter>(std::move(w));
+  }
+
+  Status Write(const Sample& s) override {
+    if (closed_) return InvalidArgument("{}: Write after Close", path_);
+    try {
+      if (!writer_) STOKER_RETURN_IF_ERROR(Start(s));
+    } catch (const std::exception& e) {
+      return IOError("{}: starting Parquet file: {}", partial_, e.what());
+    }
+    uint64_t row = count_ + keys_.size();
+    if (s.num_fields != names_.size())
+      return InvalidArgument("{}: sample {} ('{}') has {} fields, the first sample had {}",
+                             path_, row, s.key, s.num_fields, names_.size());
+    keys_.push_back(s.key);
+    labels_.push_back(s.label);
+    for (size_t f = 0; f < names_.size(); ++f) {
+      const Field* fld = s.Find(names_[f]);
+      if (!fld)
+        return InvalidArgument("{}: sample {} ('{}') has no field '{}' (the first sample did)",
+                               path_, row, s.key, names_[f]);
+      data_[f].push_back(fld->data);
+      buffered_bytes_ += fld->data.size();
+    }
+    if (buffered_bytes_ >= kRowGroupBytes || keys_.size() >= kRowGroupRows)
+      return FlushRowGroup();
+    return Status::OK();
+  }
+
+  Status Close() override {
+    if (closed_) return Status::OK();
+    closed_ = true;
+    try {
+      if (!writer_) {
+        Sample empty;
+        STOKER_RETURN_IF_ERROR(Start(empty));
+      }
+      STOKER_RETURN_IF_ERROR(FlushRowGroup());
+      writer_->Close();
+    } catch (const std::exception& e) {
+      return IOError("{}: finishing Parquet file: {}", partial_, e.what());
+    }
+    auto st = sink_->Close();
+    if (!st.ok()) return IOError("{}: {}", partial_, st.ToString());
+    STOKER_RETURN_IF_ERROR(env_->RenameFile(partial_, path_));
+    STOKER_ASSIGN_OR_RETURN(FileInfo info, env_->Stat(path_));
+    shards_.push_back({path_, count_, info.size});
+    return Status::OK();
+  }
+
+  const std::vector<WrittenShard>& shards() const override { return shards_; }
+
+ private:
+  ParquetWriter() = default;
+
+  Status Start(const Sample& s) {
+    using parquet::schema::GroupNode;
+    using parquet::schema::PrimitiveNode;
+    parquet::schema::NodeVector nodes;
+    nodes.push_back(PrimitiveNode::Make("key", parquet::Repetition::REQUIRED,
+                                        parquet::LogicalType::String(),
+                                        parquet::Type::BYTE_ARRAY));
+    nodes.push_back(PrimitiveNode::Make("label", parquet::Repetition::REQUIRED,
+                                        parquet::Type::INT64));
+    for (size_t i = 0; i < s.num_fields; ++i) {
+      const std::string& n = s.fields[i].name;
+      if (n.empty() || n == "key" || n == "label" ||
+          std::find(names_.begin(), names_.end(), n) != names_.end())
+        return InvalidArgument("{}: field name '{}' cannot be a Parquet column (empty, 'key', "
+                               "'label' or repeated)", path_, n);
+      names_.push_back(n);
+      nodes.push_back(PrimitiveNode::Make(n, parquet::Repetition::REQUIRED,
+                                          parquet::Type::BYTE_ARRAY));
+    }
+    data_.resize(names_.size());
+    auto schema = std::static_pointer_cast<GroupNode>(
+        GroupNode::Make("schema", parquet::Repetition::REQUIRED, nodes));
+    auto props = parquet::WriterProperties::Builder()
+                     .compression(parquet::Compression::UNCOMPRESSED)
+                     ->disable_dictionary()
+                     ->data_pagesize(64 << 10)
+                     ->write_batch_size(1)
+                     ->enable_write_page_index()
+                     ->build();
+    STOKER_ASSIGN_OR_RETURN(auto wf, env_->NewWritableFile(partial_));
+    sink_ = std::make_shared<EnvArrowSink>(std::move(wf));
+    writer_ = parquet::ParquetFileWriter::Open(sink_, schema, props);
+    return Status::OK();
+  }
+
+  Status FlushRowGroup() {
+    size_t n = keys_.size();
+    if (n == 0 && count_ > 0) return Status::OK();
+    parquet::RowGroupWriter* rg = writer_->AppendRowGroup();
+    std::vector<parquet::ByteArray> ba(n);
+    for (size_t i = 0; i < n; ++i)
+      ba[i] = parquet::ByteArray(static_cast<uint32_t>(keys_[i].size()),
+                                 reinterpret_cast<const uint8_t*>(keys_[i].data()));
+    static_cast<parquet::ByteArrayWriter*>(rg->NextColumn())
+        ->WriteBatch(static_cast<int64_t>(n), nullptr, nullptr, ba.data());
+    static_cast<parquet::Int64Writer*>(rg->NextColumn())
+        ->WriteBatch(static_cast<int64_t>(n), nullptr, nullptr, labels_.data());
+    for (size_t f = 0; f < names_.size(); ++f) {
+      for (size_t i = 0; i < n; ++i)
+        ba[i] = parquet::ByteArray(static_cast<uint32_t>(data_[f][i].size()), data_[f][i].data());
+      static_cast<parquet::ByteArrayWriter*>(rg->NextColumn())
+          ->WriteBatch(static_cast<int64_t>(n), nullptr, nullptr, ba.data());
+      data_[f].clear();
+    }
+    rg->Close();
+    count_ += n;
+    keys_.clear();
+    labels_.clear();
+    buffered_bytes_ = 0;
+    return Status::OK();
+  }
+
+  std::string path_, partial_;
+  Env* env_ = nullptr;
+  std::shared_ptr<EnvArrowSink> sink_;
+  std::unique_ptr<parquet::ParquetFileWriter> writer_;
+  std::vector<std::string> names_;
+  std::vector<std::string> keys_;
+  std::vector<int64_t> labels_;
+  std::vector<std::vector<std::vector<uint8_t>>> data_;
+  uint64_t count_ = 0, buffered_bytes_ = 0;
+  bool closed_ = false;
+  std::vector<WrittenShard> shards_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
+                                                    const DatasetOptions& opts) {
+  STOKER_ASSIGN_OR_RETURN(auto ds, ParquetDataset::Open(path, opts));
+  return std::unique_ptr<Dataset>(std::move(ds));
+}
+
+Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,
+                                                         const WriterOptions& opts) {
+  return ParquetWriter::Open(path, opts);
+}
+
+#else  // !STOKER_HAVE_PARQUET
+
+bool ParquetAvailable() { return false; }
+Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
+                                                    const DatasetOptions&) {
+  return Unimplemented("{}: stoker was built without Apache Parquet (pip install pyarrow into "
+                       "the venv and re-run cmake; see docs/storage.md): format 'parquet' is "
+                       "unavailable", path);
+}
+Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,
+                                                         const WriterOptions&) {
+  return Unimplemented("{}: stoker was built without Apache Parquet (pip install pyarrow into "
+                       "the venv and re-run cmake; see docs/storage.md): format 'parquet' is "
+                       "unavailable", path);
+}
+
+#endif
+
+void RegisterParquetFormat() {
+  RegisterDatasetFormat({"parquet", {"parquet", "pq"}, OpenParquetDataset,
+                         "Parquet file: columns key, label and one binary column per field"});
+  RegisterDatasetWriter("parquet", OpenParquetWriter);
+}
+
+}  // namespace stoker
