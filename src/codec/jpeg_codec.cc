@@ -164,8 +164,15 @@ bool DecodeJpegInner(JpegDecoder* d, const uint8_t* data, size_t n, const Decode
   int win_x = 0;
   int win_w = out_w;
   if (x0 > 0 || x1 < out_w) {
-    JDIMENSION xoff = static_cast<JDIMENSION>(x0);
-    JDIMENSION cw = static_cast<JDIMENSION>(w);
+    // Fancy upsampling treats the window's edges as image edges, so a window that ends
+    // exactly at the crop changes the crop's border pixels. Ask for one more pixel on the
+    // left (the window then starts an iMCU earlier when x0 is on a boundary) and one iMCU
+    // more on the right; the trim below removes them again.
+    const int imcu = cinfo->max_h_samp_factor * cinfo->min_DCT_scaled_size;
+    const int req_x0 = x0 > 0 ? x0 - 1 : 0;
+    const int req_x1 = x1 + imcu < out_w ? x1 + imcu : out_w;
+    JDIMENSION xoff = static_cast<JDIMENSION>(req_x0);
+    JDIMENSION cw = static_cast<JDIMENSION>(req_x1 - req_x0);
     jpeg_crop_scanline(cinfo, &xoff, &cw);
     win_x = static_cast<int>(xoff);
     win_w = static_cast<int>(cw);
