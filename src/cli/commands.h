@@ -24,6 +24,8 @@ int Fail(const Status& st);
 void RegisterGenCommands(CLI::App& app);       // stoker gen ...
 void RegisterBenchCommands(CLI::App& app, CLI::App& bench);  // stoker bench pipeline ...
 void RegisterDemoCommand(CLI::App& app);       // stoker demo
+void RegisterConvertCommands(CLI::App& app);   // stoker convert, verify, dump
+void RegisterBenchReadCommand(CLI::App& bench);  // stoker bench read --data SPEC
 void RegisterBenchIoCommand(CLI::App& bench);       // stoker bench io PATH
 void RegisterBenchFormatsCommand(CLI::App& bench);  // stoker bench formats --data SRC
 void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD

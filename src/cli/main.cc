@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterBenchIoCommand(*bench);
   stoker::cli::RegisterBenchFormatsCommand(*bench);
   stoker::cli::RegisterDemoCommand(app);
+  stoker::cli::RegisterConvertCommands(app);
+  stoker::cli::RegisterBenchReadCommand(*bench);
   stoker::cli::RegisterDoctorCommands(app);
   try {
     app.parse(argc, argv);

@@ -198,11 +198,11 @@ Result<ConvertResult> Convert(const std::string& src, const std::string& dst,
                            dst);
   std::string fmt_name = dst.substr(0, colon), wpath = dst.substr(colon + 1);
   std::string dir = DstDir(wpath);
-  STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
   ConvertResult res;
   res.manifest_path = JoinPath(dir, kManifestName);
 
   STOKER_ASSIGN_OR_RETURN(auto ds, OpenDataset(src, opts.read));
+  STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
   const uint64_t total = ds->size();
 
   Manifest m;

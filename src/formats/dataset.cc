@@ -87,6 +87,29 @@ Result<std::unique_ptr<Dataset>> OpenDataset(const std::string& spec,
     auto st = opts.env->Stat(probe);
     if (st.ok() && st->is_dir) {
       name = "folder";
+      // A flat directory whose data files all have one registered shard extension
+      // (index and manifest files aside) is that format: a directory of .tar shards → wds.
+      auto entries = opts.env->ListDir(probe);
+      if (entries.ok()) {
+        std::string found;
+        bool mixed = false, any_dir = false;
+        for (const auto& e : *entries) {
+          if (e.is_dir) {
+            any_dir = true;
+            continue;
+          }
+          std::string ext = Extension(e.name);
+          if (ext == "gz") ext = Extension(e.name.substr(0, e.name.size() - 3));
+          std::string fmt_of;
+          for (const auto& [n, f] : reg)
+            for (const auto& x : f.extensions)
+              if (x == ext) fmt_of = n;
+          if (fmt_of.empty()) continue;  // .idx, .json, ...
+          if (!found.empty() && found != fmt_of) mixed = true;
+          found = fmt_of;
+        }
+        if (!any_dir && !mixed && !found.empty()) name = found;
+      }
     } else {
       std::string ext = Extension(probe);
       if (ext == "gz") {

@@ -499,7 +499,7 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::string
     s.stem = Stem(paths[i]);
     s.gzip = r.gzip;
     s.records = std::move(r.records);
-    if (s.gzip) s.cursor = std::make_unique<ShardState::Cursor>();
+    if (s.gzip) s.cursor = std::make_shared<ShardState::Cursor>();
     ShardInfo info{paths[i], ds->total_, ds->total_ + s.records.size()};
     ds->total_ = info.end;
     ds->shards_.push_back(info);

@@ -145,7 +145,7 @@ class TFRecordDataset final : public Dataset {
     bool gzip = false;
     std::vector<TFRecordEntry> records;
     struct Cursor;
-    std::unique_ptr<Cursor> cursor;  // gzip only
+    std::shared_ptr<Cursor> cursor;  // gzip only
   };
   TFRecordDataset(Env* env, TFRecordOptions o) : env_(env), opts_(o), files_(env, o.max_open_files) {}
   void Locate(uint64_t index, uint32_t* shard, uint64_t* local) const;

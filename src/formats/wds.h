@@ -85,6 +85,7 @@ class WdsDataset final : public Dataset {
   // (benches compare against raw reads of the same bytes).
   void ByteRange(uint64_t index, uint32_t* shard, uint64_t* begin, uint64_t* end) const;
   const WdsShardIndex& shard_index(size_t s) const { return index_[s]; }
+  size_t open_files() const { return files_.open_files(); }
 
  private:
   WdsDataset(Env* env, size_t max_open) : env_(env), files_(env, max_open) {}
