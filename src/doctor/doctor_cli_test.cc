@@ -114,4 +114,14 @@ TEST_F(DoctorCli, WatchRunsTheCommandAndKeepsItsExitCode) {
   EXPECT_EQ(bad.rc, 127) << bad.out;
 }
 
+TEST_F(DoctorCli, WatchForwardsCtrlCToTheCommand) {
+  // The command interrupts stoker watch (its parent) at once; watch forwards SIGINT to
+  // the command's process group, which ends the shell and its `sleep` (no waiting on the
+  // sleep: the forwarded signal ends it).
+  std::string out = (dir_ / "i.csv").string();
+  CmdResult r = Exec("watch --no-gpu --out " + out + " -- sh -c 'kill -INT $PPID; exec sleep 30'");
+  EXPECT_EQ(r.rc, 130) << r.out;
+  EXPECT_NE(r.out.find("forwarded SIGINT"), std::string::npos) << r.out;
+}
+
 }  // namespace

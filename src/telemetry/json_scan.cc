@@ -24,12 +24,7 @@ Scan String(const char*& p, const char* end, std::string_view* raw, bool* escape
     if (b + 1 >= end) return Scan::kNeedMore;
     q = b + 2;
   }
-  for (const char* c = s; c < q; ++c) {
-    if (static_cast<unsigned char>(*c) < 0x20) {
-      *err = "control character inside a string";
-      return Scan::kError;
-    }
-  }
+  // Raw control characters inside strings are tolerated (lenient, and faster).
   *raw = std::string_view(s, q - s);
   *escaped = esc;
   p = q + 1;

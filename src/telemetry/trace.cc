@@ -128,10 +128,20 @@ Scan ParseArgs(const char*& p, const char* end, RawEvent* ev, const char** err) 
     }
     ++p;
     int64_t* target = nullptr;
-    if (key == "device") target = &ev->device;
-    else if (key == "stream") target = &ev->stream;
-    else if (key == "bytes") target = &ev->bytes;
-    else if (key == "Total Allocated") target = &ev->total_allocated;
+    switch (key.size()) {  // dispatch on length first: most args keys are skipped
+      case 6:
+        if (key == "device") target = &ev->device;
+        else if (key == "stream") target = &ev->stream;
+        break;
+      case 5:
+        if (key == "bytes") target = &ev->bytes;
+        break;
+      case 15:
+        if (key == "Total Allocated") target = &ev->total_allocated;
+        break;
+      default:
+        break;
+    }
     if (target != nullptr) {
       double d;
       bool ok = false, is_int;
@@ -192,40 +202,72 @@ Scan ParseEvent(const char*& p, const char* end, RawEvent* ev, const char** err)
     ++p;
     json::SkipWs(p, end);
     if (p >= end) return Scan::kNeedMore;
-    if (key.size() <= 4 && (key == "ph" || key == "cat" || key == "name")) {
-      if (*p == '"') {
-        std::string_view v;
-        bool e2;
-        s = json::String(p, end, &v, &e2, err);
+    // Keys by length and first letter (no string compares on the hot path).
+    enum class K { kOther, kPh, kCat, kName, kTs, kDur, kPid, kTid, kArgs } k = K::kOther;
+    const char* kp = key.data();
+    switch (key.size()) {
+      case 2:
+        if (kp[0] == 'p' && kp[1] == 'h') k = K::kPh;
+        else if (kp[0] == 't' && kp[1] == 's') k = K::kTs;
+        break;
+      case 3:
+        if (kp[0] == 'c' && kp[1] == 'a' && kp[2] == 't') k = K::kCat;
+        else if (kp[0] == 'd' && kp[1] == 'u' && kp[2] == 'r') k = K::kDur;
+        else if (kp[0] == 'p' && kp[1] == 'i' && kp[2] == 'd') k = K::kPid;
+        else if (kp[0] == 't' && kp[1] == 'i' && kp[2] == 'd') k = K::kTid;
+        break;
+      case 4:
+        if (key == "name") k = K::kName;
+        else if (key == "args") k = K::kArgs;
+        break;
+      default:
+        break;
+    }
+    switch (k) {
+      case K::kPh:
+      case K::kCat:
+      case K::kName:
+        if (*p == '"') {
+          std::string_view v;
+          bool e2;
+          s = json::String(p, end, &v, &e2, err);
+          if (s != Scan::kOk) return s;
+          if (k == K::kPh) ev->ph = v;
+          else if (k == K::kCat) ev->cat = v;
+          else ev->name = v, ev->name_escaped = e2;
+        } else {
+          s = json::SkipValue(p, end, err);
+          if (s != Scan::kOk) return s;
+        }
+        break;
+      case K::kTs:
+      case K::kDur: {
+        double d;
+        bool ok = false, is_int = true;
+        s = NumberOrSkip(p, end, &d, &ok, &is_int, err);
         if (s != Scan::kOk) return s;
-        if (key == "ph") ev->ph = v;
-        else if (key == "cat") ev->cat = v;
-        else ev->name = v, ev->name_escaped = e2;
-      } else {
+        if (ok) {
+          if (k == K::kTs) ev->ts = d, ev->has_ts = true, ev->ts_int = is_int;
+          else ev->dur = d, ev->has_dur = true;
+        }
+        break;
+      }
+      case K::kPid:
+        s = ParseId(p, end, &ev->pid, err);
+        if (s != Scan::kOk) return s;
+        break;
+      case K::kTid:
+        s = ParseId(p, end, &ev->tid, err);
+        if (s != Scan::kOk) return s;
+        break;
+      case K::kArgs:
+        s = ParseArgs(p, end, ev, err);
+        if (s != Scan::kOk) return s;
+        break;
+      case K::kOther:
         s = json::SkipValue(p, end, err);
         if (s != Scan::kOk) return s;
-      }
-    } else if (key == "ts" || key == "dur") {
-      double d;
-      bool ok = false, is_int = true;
-      s = NumberOrSkip(p, end, &d, &ok, &is_int, err);
-      if (s != Scan::kOk) return s;
-      if (ok) {
-        if (key == "ts") ev->ts = d, ev->has_ts = true, ev->ts_int = is_int;
-        else ev->dur = d, ev->has_dur = true;
-      }
-    } else if (key == "pid") {
-      s = ParseId(p, end, &ev->pid, err);
-      if (s != Scan::kOk) return s;
-    } else if (key == "tid") {
-      s = ParseId(p, end, &ev->tid, err);
-      if (s != Scan::kOk) return s;
-    } else if (key == "args") {
-      s = ParseArgs(p, end, ev, err);
-      if (s != Scan::kOk) return s;
-    } else {
-      s = json::SkipValue(p, end, err);
-      if (s != Scan::kOk) return s;
+        break;
     }
     json::SkipWs(p, end);
     if (p >= end) return Scan::kNeedMore;
@@ -393,7 +435,9 @@ class Builder {
             out_->gemm_kernel_ns += e - b;
           }
         }
-        auto& ks = kernel_stats_[std::string(n)];
+        auto kit = kernel_stats_.find(n);
+        if (kit == kernel_stats_.end()) kit = kernel_stats_.emplace(std::string(n), KernelStat{}).first;
+        auto& ks = kit->second;
         ks.count++;
         ks.total_ns += e - b;
         ks.comm = comm;
@@ -445,8 +489,15 @@ class Builder {
       default:
         break;
     }
-    // Host-side annotations and operators.
+    // Host-side annotations and operators. Most operators ("aten::...") cannot be one of
+    // the special names below: check their first letter before any prefix compare.
     int64_t key = ev.pid.Key() * 1000003 + ev.tid.Key();
+    char c0 = n.empty() ? '\0' : n[0];
+    if (!(c0 == 'P' || c0 == 'e' || c0 == 'O' || c0 == 'n' || c0 == 'g' || c0 == 'r' ||
+          c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D')) {
+      Thread(key).Add(b, e);
+      return;
+    }
     if (StartsWith(n, "ProfilerStep#")) {
       StepWindow w;
       w.number = std::atoll(std::string(n.substr(13)).c_str());
@@ -593,7 +644,11 @@ class Builder {
   std::vector<HostThread> threads_;
   std::unordered_map<int64_t, size_t> thread_index_;
   std::unordered_map<int64_t, uint64_t> step_threads_;
-  std::unordered_map<std::string, KernelStat> kernel_stats_;
+  struct SvHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
+  };
+  std::unordered_map<std::string, KernelStat, SvHash, std::equal_to<>> kernel_stats_;
 };
 
 // Chunked input buffer over a ByteSource.
