@@ -70,7 +70,7 @@ void SynthPixels(uint64_t seed, uint64_t index, int classes, std::vector<uint8_t
       }
   }
   // Per-pixel noise: a SplitMix stream per row, amplitude varied per image.
-  int amp = static_cast<int>(rng.Int(10, 16));
+  int amp = static_cast<int>(rng.Int(20, 30));
   for (int y = 0; y < h; ++y) {
     Rng nr(MixKey(seed, 1, index, static_cast<uint64_t>(y)));
     uint8_t* row = px + static_cast<size_t>(y) * w * 3;
