@@ -1132,6 +1132,12 @@ Result<Report> Diagnose(const DoctorInputs& in) {
                         : "Healthy: no bottleneck visible in these inputs.";
       break;
   }
+  bool any_util = false;
+  for (const auto& g : rep.gpu_logs) any_util = any_util || !std::isnan(g.util_mean);
+  if (!rep.gpu_logs.empty() && !any_util) {
+    rep.notes.push_back("The GPU logs have no GPU utilization samples (no GPU or driver while "
+                        "sampling): CPU and I/O only.");
+  }
   if (rep.has_trace && !rep.gpu) {
     rep.notes.push_back("The trace has no GPU events: CPU-side analysis only.");
   }

@@ -324,10 +324,20 @@ std::string RenderText(const Report& r, const TextOptions& o) {
     }
   }
   for (const auto& g : r.gpu_logs) {
-    out += fmt::format("\n  {} ({}): {} samples over {:.0f} s, util mean {:.0f}%, busy {}", g.path,
-                       g.format, g.samples, g.duration_s, g.util_mean,
-                       std::isnan(g.busy_frac) ? "?" : Pct(g.busy_frac));
+    if (std::isnan(g.util_mean)) {
+      out += fmt::format("\n  {} ({}): {} samples over {:.0f} s, no GPU samples", g.path, g.format,
+                         g.samples, g.duration_s);
+    } else {
+      out += fmt::format("\n  {} ({}): {} samples over {:.0f} s, util mean {:.0f}%, busy {}", g.path,
+                         g.format, g.samples, g.duration_s, g.util_mean,
+                         std::isnan(g.busy_frac) ? "?" : Pct(g.busy_frac));
+    }
     if (!std::isnan(g.mem_used_max_frac)) out += fmt::format(", memory max {}", Pct(g.mem_used_max_frac));
+    if (!std::isnan(g.proc_cpu_cores_mean)) {
+      out += fmt::format(", process tree CPU {:.1f}{} cores", g.proc_cpu_cores_mean,
+                         std::isnan(g.cpus) ? std::string() : fmt::format(" of {:.0f}", g.cpus));
+    }
+    if (!std::isnan(g.read_mib_s_mean)) out += fmt::format(", disk read {:.1f} MiB/s", g.read_mib_s_mean);
     out += "\n";
   }
   for (const auto& n : r.notes) out += "  note: " + n + "\n";
