@@ -18,6 +18,7 @@ if [ "${STOKER_TEST_QUICK:-0}" != 1 ]; then
   step "GoogleTest under ASan+UBSan"
   if [ ! -f "$ROOT/build-asan/build.ninja" ]; then
     cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
       -DSTOKER_SANITIZE=address,undefined >/dev/null
   fi
   cmake --build "$ROOT/build-asan" -j "$JOBS" --target stoker_tests stoker
@@ -26,7 +27,8 @@ if [ "${STOKER_TEST_QUICK:-0}" != 1 ]; then
 
   step "executor tests under TSan"
   if [ ! -f "$ROOT/build-tsan/build.ninja" ]; then
-    cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
       -DSTOKER_SANITIZE=thread -DSTOKER_TSAN_SUBSET=ON >/dev/null
   fi
   cmake --build "$ROOT/build-tsan" -j "$JOBS" --target stoker_tests

@@ -47,7 +47,7 @@ int RunBenchPipeline(const BenchPipelineArgs& a) {
       if (bt.images) {
         const uint8_t* d = static_cast<const uint8_t*>(bt.images);
         size_t n = bt.image_bytes * bt.size;
-        for (size_t i = 0; i < n; i += 4096) sink += d[i];
+        for (size_t i = 0; i < n; i += 4096) sink = sink + d[i];
       }
       if (keys)
         for (const auto& k : bt.keys) std::fprintf(keys, "%s\n", k.c_str());

@@ -4,11 +4,13 @@ namespace stoker {
 
 void RegisterBuiltinFormats() {
   RegisterFolderFormat();
+#ifndef STOKER_ENGINE_ONLY
   RegisterWdsFormat();
   RegisterTFRecordFormat();
   RegisterLmdbFormat();
   RegisterHdf5Format();
   RegisterParquetFormat();
+#endif
 }
 
 }  // namespace stoker

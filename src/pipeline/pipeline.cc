@@ -579,14 +579,12 @@ Status PipelineImpl::DecodeItem(Item* it) {
   }
   STOKER_RETURN_IF_ERROR(DecodeImage(f->data.data(), f->data.size(), req, &it->image));
   const DecodedImage& img = it->image;
-  double sc = img.scale_num / 8.0;
-  it->src_x = (req.crop.x - img.crop.x) * sc;
-  it->src_y = (req.crop.y - img.crop.y) * sc;
-  it->src_w = req.crop.w * sc;
-  it->src_h = req.crop.h * sc;
+  DecodedRect r = SourceToDecoded(img, req.crop.x, req.crop.y, req.crop.w, req.crop.h);
+  it->src_x = std::max(0.0, r.x);
+  it->src_y = std::max(0.0, r.y);
   // Clamp into the decoded pixels (rounding at the image's right/bottom edge).
-  it->src_w = std::min(it->src_w, img.width - it->src_x);
-  it->src_h = std::min(it->src_h, img.height - it->src_y);
+  it->src_w = std::min(r.w, img.width - it->src_x);
+  it->src_h = std::min(r.h, img.height - it->src_y);
   if (it->src_w <= 0 || it->src_h <= 0) return Internal("decoded region does not cover the crop");
   return Status::OK();
 }
