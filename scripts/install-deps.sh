@@ -50,6 +50,12 @@ fi
 # Bench-only peer of the doctor (bench/doctor/run_bench.sh): HTA, imported as `hta`.
 "$VENV/bin/python" -c "import hta" 2>/dev/null || {
   echo "[deps] installing PyPI package: holistictraceanalysis"
-  "$VENV/bin/pip" install -q holistictraceanalysis
+  "$VENV/bin/pip" install -q holistictraceanalysis "numpy<2" "pandas<3"
+}
+# Debian's torch 1.13 is built against NumPy 1.x: NumPy 2 in the venv breaks tensor.numpy()
+# and every extension built with Debian's pybind11 2.10. Keep (or put back) NumPy < 2.
+"$VENV/bin/python" -c "import numpy, sys; sys.exit(int(numpy.__version__.split('.')[0]) >= 2)" || {
+  echo "[deps] NumPy 2 found in $VENV: installing numpy<2 (Debian's torch needs 1.x)"
+  "$VENV/bin/pip" install -q "numpy<2"
 }
 echo "[deps] ok"
