@@ -21,6 +21,7 @@ struct BenchFormatsArgs {
   uint64_t samples_per_shard = 0;
   bool no_cold = false, no_warm = false, keep = false;
   uint64_t seed = 1;
+  int repeats = 3;
   std::string json, html;
 };
 
@@ -44,6 +45,7 @@ int RunBenchFormats(const BenchFormatsArgs& a) {
   o.warm = !a.no_warm;
   o.keep = a.keep;
   o.seed = a.seed;
+  o.repeats = a.repeats;
   bool tty = ::isatty(2);
   o.progress = [tty](const std::string& line) {
     if (tty) std::fprintf(stderr, "bench formats: %s\n", line.c_str());
@@ -90,6 +92,8 @@ void RegisterBenchFormatsCommand(CLI::App& bench) {
   c->add_flag("--no-warm", a->no_warm, "skip the warm-cache passes");
   c->add_flag("--keep", a->keep, "keep the converted copies");
   c->add_option("--seed", a->seed, "shuffle seed")->capture_default_str();
+  c->add_option("--repeats", a->repeats, "runs per timed pass; the fastest counts")
+      ->capture_default_str();
   c->add_option("--json", a->json, "write the results as JSON");
   c->add_option("--html", a->html, "write an HTML report with charts");
   c->callback([a] { SetAction([a] { return RunBenchFormats(*a); }); });

@@ -29,6 +29,7 @@ struct FormatBenchOptions {
   bool warm = true;
   uint64_t samples_per_shard = 0;   // sharded formats; 0: samples/8 (at least 1)
   uint64_t seed = 1;
+  int repeats = 3;                  // each timed pass runs this often; the fastest counts
   bool keep = false;                // keep the converted copies
   Env* env = nullptr;
   Clock* clock = nullptr;

@@ -40,6 +40,7 @@ TEST(FormatBench, ConvertsToEachFormatAndReadsBackEverySample) {
   o.source = "lmdb:" + src;
   o.samples = 32;
   o.work_dir = dir + "/work";
+  o.repeats = 1;
   std::vector<std::string> lines;
   o.progress = [&](const std::string& l) { lines.push_back(l); };
   auto r = RunFormatBench(o);
@@ -94,6 +95,7 @@ TEST(FormatBench, UnknownFormatIsReportedPerRow) {
   o.source = "lmdb:" + dir + "/s.lmdb";
   o.formats = {"nosuchformat", "lmdb"};
   o.work_dir = dir + "/w";
+  o.repeats = 1;
   auto r = RunFormatBench(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->rows.size(), 3u);

@@ -416,31 +416,28 @@ class ParquetDataset final : public Dataset {
     cursors_.push_back(std::move(c));
   }
 
-  void Assign(const Col& c, std::vector<uint8_t>& buf, int64_t ival, bool present,
-              Sample* out) const {
-    if (!present) return;
-    switch (c.role) {
-      case Role::kKey:
-        out->key.assign(buf.begin(), buf.end());
-        break;
-      case Role::kLabel:
-        out->label = ival;
-        break;
-      case Role::kField:
-        out->AddField(c.name)->data.swap(buf);
-        break;
+  // Reads column k's value of the current row into `out` (fields straight into the
+  // sample's reused buffer; a null value leaves the field out).
+  void ReadColumn(size_t k, parquet::ColumnReader* r, uint64_t index, std::vector<uint8_t>* buf,
+                  Sample* out) const {
+    const Col& c = cols_[k];
+    int64_t ival = -1;
+    bool present = false;
+    if (c.role == Role::kField) {
+      Field* f = out->AddField(c.name);
+      ReadOne(c, r, &f->data, &ival, &present, path_, index);
+      if (!present) --out->num_fields;
+      return;
     }
+    ReadOne(c, r, buf, &ival, &present, path_, index);
+    if (!present) return;
+    if (c.role == Role::kKey) out->key.assign(buf->begin(), buf->end());
+    else out->label = ival;
   }
 
   Status ReadRow(Cursor* cur, uint64_t index, Sample* out) const {
     std::vector<uint8_t> buf;
-    for (size_t k = 0; k < cols_.size(); ++k) {
-      int64_t ival = -1;
-      bool present = false;
-      ReadOne(cols_[k], cur->readers[k].get(), &buf, &ival, &present, path_, index);
-      Assign(cols_[k], buf, ival, present, out);
-      buf.clear();
-    }
+    for (size_t k = 0; k < cols_.size(); ++k) ReadColumn(k, cur->readers[k].get(), index, &buf, out);
     Finish(index, out);
     return Status::OK();
   }
@@ -471,7 +468,7 @@ class ParquetDataset final : public Dataset {
         return IOError("{}: row {}: reading page of column '{}': {}", path_, index,
                        cols_[k].name, data.status().ToString());
       auto stream = std::make_shared<arrow::io::BufferReader>(*data);
-      auto pr = parquet::PageReader::Open(stream, page_rows, cp.codec, props_);
+      auto pr = parquet::PageReader::Open(stream, page_rows, cp.codec, page_props_);
       auto cr = parquet::ColumnReader::Make(schema->Column(cols_[k].index), std::move(pr));
       int64_t want = off - loc.first_row_index, skipped = 0;
       while (skipped < want) {
@@ -482,11 +479,7 @@ class ParquetDataset final : public Dataset {
       if (skipped != want)
         return Corrupt("{}: row {}: page of column '{}' holds fewer rows than its index says",
                        path_, index, cols_[k].name);
-      int64_t ival = -1;
-      bool present = false;
-      ReadOne(cols_[k], cr.get(), &buf, &ival, &present, path_, index);
-      Assign(cols_[k], buf, ival, present, out);
-      buf.clear();
+      ReadColumn(k, cr.get(), index, &buf, out);
     }
     Finish(index, out);
     return Status::OK();
@@ -494,7 +487,8 @@ class ParquetDataset final : public Dataset {
 
   std::string path_;
   std::shared_ptr<EnvArrowFile> file_;
-  parquet::ReaderProperties props_;
+  parquet::ReaderProperties props_;       // cursors: buffered 1 MiB column streams
+  parquet::ReaderProperties page_props_;  // one page already in memory: no extra buffer
   std::unique_ptr<parquet::ParquetFileReader> reader_;
   std::vector<Col> cols_;
   std::vector<uint64_t> rg_start_;
