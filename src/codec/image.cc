@@ -58,9 +58,9 @@ Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t n) {
                  n > 1 ? data[1] : 0);
 }
 
-int ChooseDctScale(int crop_w, int crop_h, int target_w, int target_h) {
+int ChooseDctScale(int crop_w, int crop_h, int target_w, int target_h, bool any_scale) {
   if (target_w <= 0 || target_h <= 0) return 8;
-  for (int m = 1; m < 8; ++m) {
+  for (int m = 1; m < 8; m = any_scale ? m + 1 : m * 2) {
     if (int64_t{crop_w} * m >= int64_t{target_w} * 8 &&
         int64_t{crop_h} * m >= int64_t{target_h} * 8) {
       return m;

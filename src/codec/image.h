@@ -42,6 +42,10 @@ struct DecodeRequest {
   // see docs/ops.md for the measurements behind them).
   bool fast_dct = false;         // JDCT_IFAST
   bool fast_upsampling = false;  // do_fancy_upsampling = FALSE
+  // By default only the scales with SIMD IDCTs (1/8, 2/8, 4/8, 8/8) are used: measured
+  // on libjpeg-turbo 2.1.5, 5/8..7/8 decode slower than 8/8 and 3/8 slower than 4/8
+  // (bench/RESULTS.md). true allows every M in 1..8.
+  bool any_dct_scale = false;
 };
 
 struct DecodedImage {
@@ -74,10 +78,11 @@ struct DecodedRect {
 // Maps a rectangle in full-resolution source coordinates into `img`'s pixel coordinates.
 DecodedRect SourceToDecoded(const DecodedImage& img, double x, double y, double w, double h);
 
-// The DCT scale numerator (1..8, denominator 8) DecodeImage picks: the smallest M whose
-// scaled crop still covers target_w x target_h (crop_w * M >= 8 * target_w, same for h);
-// 8 when no target is given or the crop is smaller than the target.
-int ChooseDctScale(int crop_w, int crop_h, int target_w, int target_h);
+// The DCT scale numerator (denominator 8) DecodeImage picks: the smallest M whose scaled
+// crop still covers target_w x target_h (crop_w * M >= 8 * target_w, same for h), among
+// {1, 2, 4, 8} (or 1..8 with any_scale); 8 when no target is given or the crop is
+// smaller than the target.
+int ChooseDctScale(int crop_w, int crop_h, int target_w, int target_h, bool any_scale = false);
 
 // Thread-safe (no shared state). `out->pixels` keeps its capacity to avoid fresh pages.
 Status DecodeImage(const uint8_t* data, size_t n, const DecodeRequest& req, DecodedImage* out);

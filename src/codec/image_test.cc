@@ -225,15 +225,22 @@ TEST(ImageCodec, ProgressiveDecodesLikeBaseline) {
 }
 
 TEST(ImageCodec, ChoosesSmallestCoveringDctScale) {
+  // Default: the SIMD scales 1/8, 2/8, 4/8, 8/8.
   EXPECT_EQ(ChooseDctScale(448, 448, 224, 224), 4);
-  EXPECT_EQ(ChooseDctScale(447, 448, 224, 224), 5);  // 447 * 4 / 8 < 224
+  EXPECT_EQ(ChooseDctScale(447, 448, 224, 224), 8);  // 447 * 4 / 8 < 224
+  EXPECT_EQ(ChooseDctScale(896, 900, 224, 224), 2);
   EXPECT_EQ(ChooseDctScale(1792, 1792, 224, 224), 1);
   EXPECT_EQ(ChooseDctScale(5000, 5000, 224, 224), 1);
-  EXPECT_EQ(ChooseDctScale(300, 300, 224, 224), 6);  // 300 * 6 / 8 = 225
+  EXPECT_EQ(ChooseDctScale(300, 300, 224, 224), 8);
   EXPECT_EQ(ChooseDctScale(224, 224, 224, 224), 8);
-  EXPECT_EQ(ChooseDctScale(100, 100, 224, 224), 8);  // upscaling: full size
-  EXPECT_EQ(ChooseDctScale(1000, 300, 224, 224), 6);  // the tighter side decides
+  EXPECT_EQ(ChooseDctScale(100, 100, 224, 224), 8);   // upscaling: full size
+  EXPECT_EQ(ChooseDctScale(1000, 500, 224, 224), 4);  // the tighter side decides
   EXPECT_EQ(ChooseDctScale(1000, 1000, 0, 0), 8);
+  // Every M in 1..8.
+  EXPECT_EQ(ChooseDctScale(447, 448, 224, 224, true), 5);
+  EXPECT_EQ(ChooseDctScale(300, 300, 224, 224, true), 6);  // 300 * 6 / 8 = 225
+  EXPECT_EQ(ChooseDctScale(1000, 300, 224, 224, true), 6);
+  EXPECT_EQ(ChooseDctScale(700, 700, 224, 224, true), 3);
 }
 
 TEST(ImageCodec, DctScaledDecodeFollowsLibjpegSizes) {
@@ -246,7 +253,8 @@ TEST(ImageCodec, DctScaledDecodeFollowsLibjpegSizes) {
     // Full image with a target that makes ChooseDctScale pick exactly m.
     req.target_w = (w * m) / 8;
     req.target_h = 1;
-    ASSERT_EQ(ChooseDctScale(w, h, req.target_w, req.target_h), m);
+    req.any_dct_scale = true;
+    ASSERT_EQ(ChooseDctScale(w, h, req.target_w, req.target_h, true), m);
     DecodedImage img = MustDecode(jpg, req);
     EXPECT_EQ(img.scale_num, m);
     EXPECT_EQ(img.width, (w * m + 7) / 8);
@@ -301,6 +309,7 @@ TEST(ImageCodec, RegionDecodeMatchesFullDecode) {
         if (t % 2) {
           req.target_w = std::max(1, c.w / 3);
           req.target_h = std::max(1, c.h / 3);
+          req.any_dct_scale = t % 4 == 1;  // 3/8 (C IDCT) or 2/8 (SIMD)
         }
         DecodedImage region = MustDecode(jpg, req);
         DecodeRequest whole = req;

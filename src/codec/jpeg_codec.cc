@@ -136,7 +136,7 @@ bool DecodeJpegInner(JpegDecoder* d, const uint8_t* data, size_t n, const Decode
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   int scale = 8;
   if (req.allow_dct_scale && req.target_w > 0 && req.target_h > 0) {
-    scale = ChooseDctScale(crop.w, crop.h, req.target_w, req.target_h);
+    scale = ChooseDctScale(crop.w, crop.h, req.target_w, req.target_h, req.any_dct_scale);
   }
   cinfo->scale_num = static_cast<unsigned>(scale);
   cinfo->scale_denom = 8;

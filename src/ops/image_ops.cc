@@ -130,91 +130,82 @@ void PrecomputeCoeffs(double in0, double in_w, int win0, int win1, int out_size,
   }
 }
 
-// tmp[i] = sum_k w[k] * rows[k][i] for i < n.
-void VerticalPass(const uint8_t* const* rows, const float* w, int taps, int n, float* tmp) {
+// dst[i] = src[i] as float, for i < n.
+void RowToFloat(const uint8_t* src, int n, float* dst) {
   int i = 0;
 #if defined(__SSE2__)
   const __m128i zero = _mm_setzero_si128();
   for (; i + 16 <= n; i += 16) {
-    __m128 a0 = _mm_setzero_ps(), a1 = _mm_setzero_ps(), a2 = _mm_setzero_ps(),
-           a3 = _mm_setzero_ps();
-    for (int k = 0; k < taps; ++k) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i));
-      const __m128 wk = _mm_set1_ps(w[k]);
-      const __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
-      a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)), wk));
-      a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)), wk));
-      a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)), wk));
-      a3 = _mm_add_ps(a3, _mm_mul_ps(_mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)), wk));
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
+    _mm_storeu_ps(dst + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)));
+    _mm_storeu_ps(dst + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)));
+    _mm_storeu_ps(dst + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)));
+    _mm_storeu_ps(dst + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+// Horizontal taps over one source row `in` (RGB floats from column hx0, padded by at
+// least 3 * ksize + 4 zero floats), written planar (R, G, B rows of `ow` floats) into
+// `out`, flipped if asked. (Unrolling over a compile-time kernel size was measured
+// slower: it applies all ksize taps where most pixels need fewer.)
+void HorizontalPass(const float* in, int hx0, const int32_t* bounds, const float* w, int ksize,
+                    int ow, bool flip, float* out) {
+  float* r = out;
+  float* g = out + ow;
+  float* b = out + 2 * ow;
+  for (int ox = 0; ox < ow; ++ox) {
+    const float* t = in + static_cast<size_t>(bounds[2 * ox] - hx0) * 3;
+    const int n = bounds[2 * ox + 1];
+    const float* wk = w + static_cast<size_t>(ox) * ksize;
+    const int dx = flip ? ow - 1 - ox : ox;
+#if defined(__SSE2__)
+    __m128 acc = _mm_mul_ps(_mm_loadu_ps(t), _mm_load1_ps(wk));
+    for (int k = 1; k < n; ++k) {
+      acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(t + 3 * k), _mm_load1_ps(wk + k)));
     }
-    _mm_storeu_ps(tmp + i, a0);
-    _mm_storeu_ps(tmp + i + 4, a1);
-    _mm_storeu_ps(tmp + i + 8, a2);
-    _mm_storeu_ps(tmp + i + 12, a3);
+    r[dx] = _mm_cvtss_f32(acc);
+    g[dx] = _mm_cvtss_f32(_mm_shuffle_ps(acc, acc, 1));
+    b[dx] = _mm_cvtss_f32(_mm_shuffle_ps(acc, acc, 2));
+#else
+    float pr = 0, pg = 0, pb = 0;
+    for (int k = 0; k < n; ++k) {
+      pr += t[3 * k] * wk[k];
+      pg += t[3 * k + 1] * wk[k];
+      pb += t[3 * k + 2] * wk[k];
+    }
+    r[dx] = pr;
+    g[dx] = pg;
+    b[dx] = pb;
+#endif
+  }
+}
+
+// out[i] = (sum_k w[k] * rows[k][i]) * scale + bias, for i < n.
+void VerticalPass(const float* const* rows, const float* w, int taps, int n, float scale,
+                  float bias, float* out) {
+  int i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(bias);
+  for (; i + 8 <= n; i += 8) {
+    __m128 w0 = _mm_set1_ps(w[0]);
+    __m128 a0 = _mm_mul_ps(_mm_loadu_ps(rows[0] + i), w0);
+    __m128 a1 = _mm_mul_ps(_mm_loadu_ps(rows[0] + i + 4), w0);
+    for (int k = 1; k < taps; ++k) {
+      const __m128 wk = _mm_set1_ps(w[k]);
+      a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_loadu_ps(rows[k] + i), wk));
+      a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_loadu_ps(rows[k] + i + 4), wk));
+    }
+    _mm_storeu_ps(out + i, _mm_add_ps(_mm_mul_ps(a0, vs), vb));
+    _mm_storeu_ps(out + i + 4, _mm_add_ps(_mm_mul_ps(a1, vs), vb));
   }
 #endif
   for (; i < n; ++i) {
     float acc = 0;
     for (int k = 0; k < taps; ++k) acc += w[k] * rows[k][i];
-    tmp[i] = acc;
-  }
-}
-
-struct OutputWriter {
-  OutputLayout layout;
-  int ow, oh;
-  float mean[4], inv_std[4];
-  float* fdst;
-  uint8_t* bdst;
-};
-
-// Horizontal taps over one vertically-filtered row `tmp` (RGB floats starting at column
-// hx0, padded by at least one float), written as output row `oy`.
-void HorizontalPassAndWrite(const float* tmp, int hx0, const int32_t* bounds, const float* w,
-                            int ksize, bool flip, int oy, const OutputWriter& o) {
-  const size_t plane = static_cast<size_t>(o.ow) * o.oh;
-#if defined(__SSE2__)
-  const __m128 mean = _mm_loadu_ps(o.mean), inv_std = _mm_loadu_ps(o.inv_std);
-#endif
-  for (int ox = 0; ox < o.ow; ++ox) {
-    const float* t = tmp + static_cast<size_t>(bounds[2 * ox] - hx0) * 3;
-    const int n = bounds[2 * ox + 1];
-    const float* wk = w + static_cast<size_t>(ox) * ksize;
-    const int dx = flip ? o.ow - 1 - ox : ox;
-    alignas(16) float px[4];
-#if defined(__SSE2__)
-    __m128 acc = _mm_setzero_ps();
-    for (int k = 0; k < n; ++k) {
-      acc = _mm_add_ps(acc, _mm_mul_ps(_mm_loadu_ps(t + 3 * k), _mm_set1_ps(wk[k])));
-    }
-    if (o.layout == OutputLayout::kFloatCHW) {
-      _mm_store_ps(px, _mm_mul_ps(_mm_sub_ps(acc, mean), inv_std));
-    } else {
-      _mm_store_ps(px, acc);
-    }
-#else
-    px[0] = px[1] = px[2] = 0;
-    for (int k = 0; k < n; ++k) {
-      px[0] += t[3 * k] * wk[k];
-      px[1] += t[3 * k + 1] * wk[k];
-      px[2] += t[3 * k + 2] * wk[k];
-    }
-    if (o.layout == OutputLayout::kFloatCHW) {
-      for (int c = 0; c < 3; ++c) px[c] = (px[c] - o.mean[c]) * o.inv_std[c];
-    }
-#endif
-    if (o.layout == OutputLayout::kFloatCHW) {
-      float* d = o.fdst + static_cast<size_t>(oy) * o.ow + dx;
-      d[0] = px[0];
-      d[plane] = px[1];
-      d[2 * plane] = px[2];
-    } else {
-      uint8_t* d = o.bdst + (static_cast<size_t>(oy) * o.ow + dx) * 3;
-      for (int c = 0; c < 3; ++c) {
-        const float v = px[c] + 0.5f;
-        d[c] = v <= 0.f ? 0 : v >= 255.f ? 255 : static_cast<uint8_t>(v);
-      }
-    }
+    out[i] = acc * scale + bias;
   }
 }
 
@@ -247,38 +238,66 @@ void ResizeFlipNormalizeWindow(const DecodedImage& img, const DecodedRect& box,
     hx0 = std::min(hx0, hb[2 * ox]);
     hx1 = std::max(hx1, hb[2 * ox] + hb[2 * ox + 1]);
   }
-  const int n = (hx1 - hx0) * 3;
-  scratch->tmp.resize(static_cast<size_t>(n) + 4);
-  float* tmp = scratch->tmp.data();
-  std::fill(tmp + n, tmp + n + 4, 0.0f);
+  // Scratch floats: one source row as float (+ padding for the 4-wide loads), a ring of
+  // kv horizontally filtered rows (planar, 3 * ow each) and one output row (3 * ow).
+  const int n_in = (hx1 - hx0) * 3;
+  const size_t row3 = static_cast<size_t>(ow) * 3;
+  const size_t in_size = static_cast<size_t>(n_in) + 3 * static_cast<size_t>(kh) + 4;
+  scratch->tmp.resize(in_size + row3 * kv + row3);
+  float* in_row = scratch->tmp.data();
+  float* ring = in_row + in_size;
+  float* out_row = ring + row3 * kv;
+  std::fill(in_row + n_in, in_row + in_size, 0.0f);
 
-  OutputWriter o;
-  o.layout = spec.layout;
-  o.ow = ow;
-  o.oh = oh;
+  float scale[3], bias[3];
   for (int c = 0; c < 3; ++c) {
-    o.mean[c] = spec.mean[c];
-    o.inv_std[c] = 1.0f / spec.std[c];
+    if (spec.layout == OutputLayout::kFloatCHW) {
+      scale[c] = 1.0f / spec.std[c];
+      bias[c] = -spec.mean[c] / spec.std[c];
+    } else {
+      scale[c] = 1.0f;
+      bias[c] = 0.0f;
+    }
   }
-  o.mean[3] = 0;
-  o.inv_std[3] = 1;
-  o.fdst = static_cast<float*>(dst);
-  o.bdst = static_cast<uint8_t*>(dst);
+  const size_t plane = static_cast<size_t>(ow) * oh;
+  float* fdst = static_cast<float*>(dst);
+  uint8_t* bdst = static_cast<uint8_t*>(dst);
 
   const size_t stride = static_cast<size_t>(img.width) * 3;
   const uint8_t* base = img.pixels.data() + static_cast<size_t>(hx0) * 3;
-  const uint8_t* small_rows[64];
-  std::vector<const uint8_t*> big_rows;  // only for downscales by more than ~30x
-  const uint8_t** rows = small_rows;
+  const float* small_rows[64];
+  std::vector<const float*> big_rows;  // only for downscales by more than ~30x
+  const float** rows = small_rows;
   if (kv > 64) {
     big_rows.resize(kv);
     rows = big_rows.data();
   }
+  int done_hi = -1;  // source rows < done_hi are in the ring (the last kv of them)
   for (int oy = 0; oy < oh; ++oy) {
     const int y0 = vb[2 * oy], taps = vb[2 * oy + 1];
-    for (int k = 0; k < taps; ++k) rows[k] = base + static_cast<size_t>(y0 + k) * stride;
-    VerticalPass(rows, vw + static_cast<size_t>(oy) * kv, taps, n, tmp);
-    HorizontalPassAndWrite(tmp, hx0, hb, hw, kh, flip, oy, o);
+    if (y0 > done_hi) done_hi = y0;
+    for (int y = done_hi; y < y0 + taps; ++y) {
+      RowToFloat(base + static_cast<size_t>(y) * stride, n_in, in_row);
+      HorizontalPass(in_row, hx0, hb, hw, kh, ow, flip, ring + row3 * (y % kv));
+    }
+    done_hi = std::max(done_hi, y0 + taps);
+    const float* wk = vw + static_cast<size_t>(oy) * kv;
+    for (int c = 0; c < 3; ++c) {
+      for (int k = 0; k < taps; ++k) rows[k] = ring + row3 * ((y0 + k) % kv) + c * ow;
+      float* o = spec.layout == OutputLayout::kFloatCHW
+                     ? fdst + c * plane + static_cast<size_t>(oy) * ow
+                     : out_row + c * ow;
+      VerticalPass(rows, wk, taps, ow, scale[c], bias[c], o);
+    }
+    if (spec.layout == OutputLayout::kUint8HWC) {
+      uint8_t* d = bdst + static_cast<size_t>(oy) * row3;
+      for (int x = 0; x < ow; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const float v = out_row[c * ow + x] + 0.5f;
+          d[x * 3 + c] = v <= 0.f ? 0 : v >= 255.f ? 255 : static_cast<uint8_t>(v);
+        }
+      }
+    }
   }
 }
 
