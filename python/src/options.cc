@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <pybind11/stl.h>
+
 #include <set>
 #include <string>
 

@@ -75,7 +75,8 @@ def test_labels_and_raw_bytes_match_the_files(image_folder):
         for k, key in enumerate(b["key"]):
             cls = key.split("/")[0]
             assert b["label"][k] == classes.index(cls)
-            with open(os.path.join(image_folder, key), "rb") as f:
+            # The key is the path relative to the root without the extension.
+            with open(os.path.join(image_folder, key + ".jpg"), "rb") as f:
                 assert bytes(data[off[k]:off[k + 1]]) == f.read()
             seen += 1
     assert seen == p.dataset_size == 24
