@@ -697,7 +697,7 @@ Status TFRecordWriter::Write(const Sample& s) {
 
 Status TFRecordWriter::Close() {
   if (closed_) return Status::OK();
-  if (!file_ && done_.empty()) STOKER_RETURN_IF_ERROR(StartShard());
+  if (!file_ && done_.empty() && opts_.first_shard == 0) STOKER_RETURN_IF_ERROR(StartShard());
   if (file_) STOKER_RETURN_IF_ERROR(FinishShard());
   closed_ = true;
   return Status::OK();

@@ -329,7 +329,11 @@ Status WdsDataset::Read(uint64_t index, Sample* out) const {
   out->location = fmt::format("{}:member '{}'", idx.path, idx.comps[idx.first[i]].name);
   for (size_t c = idx.first[i]; c < end; ++c) {
     const WdsComponent& w = idx.comps[c];
-    Field* f = out->AddField(w.ext);
+    // Like AddField, but keeps the spare buffer's old bytes: resize then only initializes
+    // the growth, and pread overwrites everything.
+    if (out->num_fields == out->fields.size()) out->fields.emplace_back();
+    Field* f = &out->fields[out->num_fields++];
+    f->name = w.ext;
     f->data.resize(w.size);
     Status st = file->ReadExact(w.offset, w.size, f->data.data());
     if (!st.ok()) return st.WithContext(fmt::format("{}:member '{}'", idx.path, w.name));
@@ -500,7 +504,8 @@ Status WdsWriter::Write(const Sample& s) {
 
 Status WdsWriter::Close() {
   if (closed_) return Status::OK();
-  if (!file_ && done_.empty()) STOKER_RETURN_IF_ERROR(StartShard());  // an empty dataset
+  // An empty dataset still gets one (empty) shard, unless this run resumes after others.
+  if (!file_ && done_.empty() && opts_.first_shard == 0) STOKER_RETURN_IF_ERROR(StartShard());
   if (file_) STOKER_RETURN_IF_ERROR(FinishShard());
   closed_ = true;
   return Status::OK();
