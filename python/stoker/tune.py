@@ -759,9 +759,12 @@ def tune_dataloader(dataset, batch_size, *, time_budget=60.0, num_workers=None,
 
     def run(setting, malloc=None, fix=None):
         remaining = deadline_all - clock()
+        if fix is not None:
+            # A fix is measured once a hazard is found, even when the sweep used the budget:
+            # a recommendation to change malloc settings must rest on a measurement.
+            remaining = max(remaining, 2 * max(slice_s, 1e-3))
         if remaining <= 0.5:
-            if fix is None:
-                skipped.append(setting)
+            skipped.append(setting)
             return None
         # A trial may run over its slice, never past twice the slice or the budget.
         dl = clock() + min(remaining, 2 * max(slice_s, 1e-3))
