@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -61,7 +62,7 @@ class Source final : public ByteSource {
 
   Status Init() {
     // Sniff the gzip magic from the first raw bytes.
-    in_buf_.resize(1 << 20);
+    in_buf_.resize(std::min<uint64_t>(1 << 20, std::max<uint64_t>(4096, in_->size())));
     STOKER_ASSIGN_OR_RETURN(size_t got, in_->Read(in_buf_.data(), in_buf_.size()));
     in_len_ = got;
     in_pos_ = 0;

@@ -81,7 +81,7 @@ double Num(std::string_view v) {
   v = Trim(v);
   if (IsMissing(v)) return NAN;
   if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
-    return static_cast<double>(std::strtoull(std::string(v).c_str(), nullptr, 16));
+    return static_cast<double>(std::strtoull(std::string(v).c_str(), nullptr, 16));  // no UB
   }
   double d = NAN;
   const char* b = v.data();
@@ -192,7 +192,7 @@ void Set(GpuSample* s, Field f, std::string_view v) {
   switch (f) {
     case Field::kIndex: {
       double d = Num(v);
-      s->gpu = std::isnan(d) ? -1 : static_cast<int>(d);
+      s->gpu = (std::isfinite(d) && d >= 0 && d < 1e6) ? static_cast<int>(d) : -1;
       break;
     }
     case Field::kUtil: s->util = Num(v); break;
@@ -436,7 +436,7 @@ Result<GpuLog> ParseDcgmi(const std::vector<std::string_view>& lines, const std:
     }
     GpuSample s;
     double idx = Num(toks[1]);
-    s.gpu = std::isnan(idx) ? -1 : static_cast<int>(idx);
+    s.gpu = (std::isfinite(idx) && idx >= 0 && idx < 1e6) ? static_cast<int>(idx) : -1;
     for (size_t i = 0; i < cols.size(); ++i) Set(&s, DcgmField(cols[i]), toks[i + 2]);
     // PCIe bytes/s to MiB/s.
     for (double* v : {&s.pcie_tx_mib_s, &s.pcie_rx_mib_s}) {

@@ -10,6 +10,9 @@ double Num(const nlohmann::json& o, const char* k, double def = 0) {
   if (it == o.end() || !it->is_number()) return def;
   return it->get<double>();
 }
+// Counts from JSON doubles, clamped (a cast of an out-of-range double is undefined).
+int Int(double d) { return d > 0 && d < 1e9 ? static_cast<int>(d) : 0; }
+uint64_t U64(double d) { return d > 0 && d < 1.8e19 ? static_cast<uint64_t>(d) : 0; }
 }  // namespace
 
 bool LooksLikePipelineMetrics(std::string_view head) {
@@ -32,10 +35,10 @@ Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::s
   PipelineMetrics m;
   m.path = name;
   m.samples_per_s = Num(*o, "samples_per_s");
-  m.samples = static_cast<uint64_t>(Num(*o, "samples"));
+  m.samples = U64(Num(*o, "samples"));
   m.wall_s = Num(*o, "wall_s");
-  m.threads = static_cast<int>(Num(*o, "threads"));
-  m.cpus = static_cast<int>(Num(*o, "cpus", Num(*o, "cpu_budget")));
+  m.threads = Int(Num(*o, "threads"));
+  m.cpus = Int(Num(*o, "cpus", Num(*o, "cpu_budget")));
   m.consumer_wait_frac = Num(*o, "consumer_wait_frac");
   if (auto it = o->find("bottleneck"); it != o->end() && it->is_string()) {
     m.bottleneck = it->get<std::string>();
@@ -44,8 +47,8 @@ Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::s
     if (!s.is_object()) return InvalidArgument("{}: a stage is not an object", name);
     StageMetrics st;
     if (auto it = s.find("name"); it != s.end() && it->is_string()) st.name = it->get<std::string>();
-    st.items = static_cast<uint64_t>(Num(s, "items"));
-    st.threads = static_cast<int>(Num(s, "threads"));
+    st.items = U64(Num(s, "items"));
+    st.threads = Int(Num(s, "threads"));
     st.busy_frac = Num(s, "busy_frac");
     st.wait_input_frac = Num(s, "wait_input_frac");
     st.wait_output_frac = Num(s, "wait_output_frac");

@@ -23,6 +23,16 @@ namespace {
 
 using json::Scan;
 
+// Doubles from the file to integers without undefined behaviour: clamped to +-2^62 (NaN
+// to 0), so that sums of a time and a duration cannot overflow.
+constexpr double kClamp = 4.611686018427388e18;  // 2^62
+int64_t ClampI64(double d) {
+  if (!(d == d)) return 0;
+  if (d > kClamp) return static_cast<int64_t>(kClamp);
+  if (d < -kClamp) return -static_cast<int64_t>(kClamp);
+  return static_cast<int64_t>(d);
+}
+
 bool IEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -91,7 +101,7 @@ Scan ParseId(const char*& p, const char* end, IdValue* v, const char** err) {
     if (s == Scan::kOk) {
       v->present = true;
       v->is_num = true;
-      if (!is_int) v->num = static_cast<int64_t>(d);
+      if (!is_int) v->num = ClampI64(d);
     }
     return s;
   }
@@ -147,7 +157,7 @@ Scan ParseArgs(const char*& p, const char* end, RawEvent* ev, const char** err) 
       bool ok = false, is_int;
       s = NumberOrSkip(p, end, &d, &ok, &is_int, err);
       if (s != Scan::kOk) return s;
-      if (ok) *target = static_cast<int64_t>(d);
+      if (ok) *target = ClampI64(d);
     } else {
       s = json::SkipValue(p, end, err);
       if (s != Scan::kOk) return s;
@@ -368,7 +378,7 @@ class Builder {
       base_ = raw;
       have_base_ = true;
     }
-    return std::llround((raw - base_) * 1000.0);
+    return ClampI64(std::nearbyint((raw - base_) * 1000.0));
   }
 
   GpuActivity& Gpu(int64_t dev) {
@@ -407,7 +417,7 @@ class Builder {
       return;
     }
     int64_t b = ToNs(ev.ts);
-    int64_t e = b + std::max<int64_t>(0, std::llround(ev.dur * 1000.0));
+    int64_t e = b + std::clamp<int64_t>(ClampI64(std::nearbyint(ev.dur * 1000.0)), 0, int64_t{1} << 61);
     if (!ev.has_dur) e = b;
     std::string_view n = ev.name;
     ++out_->kept_events;
@@ -491,7 +501,8 @@ class Builder {
     }
     // Host-side annotations and operators. Most operators ("aten::...") cannot be one of
     // the special names below: check their first letter before any prefix compare.
-    int64_t key = ev.pid.Key() * 1000003 + ev.tid.Key();
+    int64_t key = static_cast<int64_t>(static_cast<uint64_t>(ev.pid.Key()) * 1000003u +
+                                       static_cast<uint64_t>(ev.tid.Key()));
     char c0 = n.empty() ? '\0' : n[0];
     if (!(c0 == 'P' || c0 == 'e' || c0 == 'O' || c0 == 'n' || c0 == 'g' || c0 == 'r' ||
           c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D')) {
@@ -500,7 +511,7 @@ class Builder {
     }
     if (StartsWith(n, "ProfilerStep#")) {
       StepWindow w;
-      w.number = std::atoll(std::string(n.substr(13)).c_str());
+      w.number = std::strtoll(std::string(n.substr(13)).c_str(), nullptr, 10);
       w.begin = b;
       w.end = e;
       out_->steps.push_back(w);
@@ -619,7 +630,7 @@ class Builder {
         DeviceProps p;
         if (d.contains("id") && d["id"].is_number_integer()) p.id = d["id"].get<int>();
         if (d.contains("name") && d["name"].is_string()) p.name = d["name"].get<std::string>();
-        if (d.contains("totalGlobalMem") && d["totalGlobalMem"].is_number())
+        if (d.contains("totalGlobalMem") && d["totalGlobalMem"].is_number_integer())
           p.total_mem = d["totalGlobalMem"].get<int64_t>();
         if (d.contains("computeMajor") && d["computeMajor"].is_number_integer())
           p.compute_major = d["computeMajor"].get<int>();
