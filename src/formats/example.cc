@@ -93,7 +93,7 @@ Status DecodeFeature(Reader r, ExampleFeature* f) {
           if (!list.Len(&vo, &vl) || vl % 4 != 0) return Bad("bad packed FloatList", la);
           size_t k = f->floats.size();
           f->floats.resize(k + vl / 4);
-          std::memcpy(f->floats.data() + k, list.p + vo, vl);
+          if (vl) std::memcpy(f->floats.data() + k, list.p + vo, vl);  // empty: data() may be null
         } else if (tag == ((1 << 3) | 5)) {  // unpacked fixed32
           if (list.n - list.pos < 4) return Bad("truncated float", la);
           float v;
