@@ -40,8 +40,10 @@ else
 fi
 
 step "Python and CLI tests (pytest)"
-export STOKER_BINARY="$ROOT/build/stoker"
-export STOKER_PYTHON_BUILD="$ROOT/build/python"
+# Every Python-side test uses the normal (non-sanitizer) build.
+export STOKER_BINARY="$ROOT/build/stoker" STOKER_BIN="$ROOT/build/stoker"
+export STOKER_INTEROP_DUMP="$ROOT/build/stoker_interop_dump"
+export STOKER_PYTHON_BUILD="$ROOT/build"
 "$ROOT/.venv/bin/python" -m pytest -q "$ROOT/python/tests" "$ROOT/tests/cli"
 echo
 echo "all tests passed"

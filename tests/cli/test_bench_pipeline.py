@@ -56,10 +56,9 @@ def test_bad_input_exit_codes(stoker, images, tmp_path):
     bad = tmp_path / "bad" / "c0"
     bad.mkdir(parents=True)
     (bad / "x.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
-    for i, f in enumerate(sorted(os.listdir(images / os.listdir(images)[0]))[:3]):
-        src = images / sorted(os.listdir(images))[0] / f
-        if src.suffix == ".jpg":
-            (bad / f).write_bytes(src.read_bytes())
+    first_class = sorted(d for d in images.iterdir() if d.is_dir())[0]
+    for src in sorted(first_class.glob("*.jpg"))[:3]:
+        (bad / src.name).write_bytes(src.read_bytes())
     p = stoker("bench", "pipeline", "--data", bad.parent, "--batch", 2, check=False)
     assert p.returncode == 1 and "x.jpg" in p.stderr
     out = tmp_path / "skip.json"
