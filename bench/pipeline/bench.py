@@ -203,7 +203,10 @@ def has_subcommand(stoker: str, *words) -> bool:
                            timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return p.returncode == 0
+    # CLI11 answers an unknown subcommand's --help with the parent's help and exit 0:
+    # the Usage line must name the subcommand itself.
+    usage = next((l for l in p.stdout.splitlines() if l.startswith("Usage:")), "")
+    return p.returncode == 0 and (" " + " ".join(words) + " ") in (usage + " ")
 
 
 def python_has(py: str, module: str) -> str:
@@ -223,9 +226,9 @@ def ratio(a, b):
     return a / b
 
 
-def svg_bars(title, rows, unit, fmt="{:.0f}", lower_is_better=False, width=760):
+def svg_bars(title, rows, unit, fmt="{:.0f}", lower_is_better=False, width=860):
     """rows: (label, value or None, lo, hi, note, colour). Horizontal bars, whiskers lo..hi."""
-    bar_h, gap, left, right, top = 22, 8, 230, 150, 34
+    bar_h, gap, left, right, top = 22, 8, 300, 130, 34
     h = top + len(rows) * (bar_h + gap) + 24
     vmax = max([r[3] or r[1] or 0 for r in rows] + [1e-9]) * 1.05
     plot_w = width - left - right
@@ -274,7 +277,7 @@ def write_html(path, results):
                 crow.append((c["label"], c["cpu_ms_per_image"], None, None,
                              "*" if c.get("cpu_ms_per_image_scope") else "", col))
         else:
-            rows.append((c["label"], None, None, None, f'{c["status"]}: {c["reason"][:70]}', col))
+            rows.append((c["label"], None, None, None, f'{c["status"]}: {c["reason"][:64]}', col))
     ratio_rows = "".join(
         f"<tr><td>{html.escape(k)}</td><td>{'n/a' if v is None else f'{v:.2f}x'}</td>"
         f"<td>{html.escape(results['targets'].get(k, ''))}</td></tr>"
@@ -282,7 +285,7 @@ def write_html(path, results):
     m = results["machine"]
     body = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>stoker pipeline vs peers</title>
-<style>body{{font-family:sans-serif;max-width:820px;margin:20px auto;color:#222}}
+<style>body{{font-family:sans-serif;max-width:900px;margin:20px auto;color:#222}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}
 code{{background:#f3f3f3;padding:1px 3px}}</style></head><body>
 <h1>stoker pipeline vs peers</h1>

@@ -11,7 +11,7 @@
 #    1,2,3,4 under /usr/bin/time -v), PyTorch DataLoader, DALI CPU, tf.data and the
 #    TurboJPEG decode limit, interleaved, median of 3 repeats; prints the table and the
 #    ratios, writes bench/pipeline/results.json and results.html.
-# Environment: STOKER_BENCH_BUILD (build dir), STOKER_BENCH_DATA (dataset dir),
+# Environment: STOKER_BENCH_BIN (prebuilt stoker: skip the build), STOKER_BENCH_BUILD (build dir), STOKER_BENCH_DATA (dataset dir),
 # STOKER_BENCH_COUNT (images, default 2000), STOKER_BENCH_NO_INSTALL=1 (never pip install).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,13 +22,16 @@ DATA="${STOKER_BENCH_DATA:-$ROOT/.cache/bench/images-$COUNT-seed1}"
 NPROC="$(nproc)"
 say() { echo "[run.sh] $*"; }
 
-# 1. Build.
-STOKER="$BUILD/stoker"
-if [ ! -f "$BUILD/build.ninja" ]; then
+# 1. Build (STOKER_BENCH_BIN=path uses a prebuilt binary instead).
+STOKER="${STOKER_BENCH_BIN:-$BUILD/stoker}"
+if [ -n "${STOKER_BENCH_BIN:-}" ]; then
+  say "using prebuilt $STOKER"
+elif [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=OFF \
     > "$BUILD.cmake.log" 2>&1 || { say "cmake failed, see $BUILD.cmake.log"; }
 fi
-if [ -f "$BUILD/build.ninja" ] && ninja -C "$BUILD" -j"$NPROC" stoker > "$BUILD.ninja.log" 2>&1; then
+if [ -n "${STOKER_BENCH_BIN:-}" ]; then :
+elif [ -f "$BUILD/build.ninja" ] && ninja -C "$BUILD" -j"$NPROC" stoker > "$BUILD.ninja.log" 2>&1; then
   say "stoker built: $STOKER"
 else
   say "WARNING: stoker did not build (see $BUILD.ninja.log); stoker is reported as missing"
@@ -50,7 +53,7 @@ TORCH_PY="$ROOT/.venv/bin/python"
 
 # 3. Dataset (regenerated when `stoker gen images` becomes available).
 GEN="gen_images.py"
-if [ -n "$STOKER" ] && "$STOKER" gen images --help > /dev/null 2>&1; then GEN="stoker gen images"; fi
+if [ -n "$STOKER" ] && "$STOKER" gen images --help 2>/dev/null | grep -q "^Usage:.* gen images"; then GEN="stoker gen images"; fi
 MARK="$DATA.complete"
 if [ ! -f "$MARK" ] || [ "$(cat "$MARK")" != "$GEN" ]; then
   rm -rf "$DATA" "$MARK"
