@@ -29,5 +29,6 @@ void RegisterBenchReadCommand(CLI::App& bench);  // stoker bench read --data SPE
 void RegisterBenchIoCommand(CLI::App& bench);       // stoker bench io PATH
 void RegisterBenchFormatsCommand(CLI::App& bench);  // stoker bench formats --data SRC
 void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD
+void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data DIR
 
 }  // namespace stoker::cli

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterConvertCommands(app);
   stoker::cli::RegisterBenchReadCommand(*bench);
   stoker::cli::RegisterDoctorCommands(app);
+  stoker::cli::RegisterBenchDecodeCommand(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
