@@ -50,16 +50,6 @@ struct StageCounters {
   std::atomic<uint64_t> items{0}, bytes{0};
   std::atomic<int64_t> busy_ns{0}, cpu_ns{0}, wait_in_ns{0}, wait_out_ns{0};
   std::atomic<uint64_t> fill_samples{0}, fill_sum_permille{0};
-  void Reset() {
-    items = 0;
-    bytes = 0;
-    busy_ns = 0;
-    cpu_ns = 0;
-    wait_in_ns = 0;
-    wait_out_ns = 0;
-    fill_samples = 0;
-    fill_sum_permille = 0;
-  }
 };
 
 struct Item {
@@ -246,7 +236,6 @@ class PipelineImpl final : public Pipeline {
   std::thread tuner_thread_;
   std::mutex tuner_mu_;
   std::condition_variable tuner_cv_;
-  int live_readers_ = 0;  // guarded by mu_
 
   // Metrics.
   StageCounters sc_[kNumStages];
@@ -417,10 +406,6 @@ Status PipelineImpl::StartEpoch(int epoch, uint64_t start_batch) {
 }
 
 void PipelineImpl::SpawnWorkers() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    live_readers_ = max_threads_[kRead];
-  }
   for (int i = 0; i < max_threads_[kRead]; ++i)
     workers_.emplace_back([this, i] {
       SetThreadName("stk-read-" + std::to_string(i));
@@ -541,10 +526,6 @@ void PipelineImpl::ReadLoop(int id) {
     c.fill_sum_permille += q_decode_->size() * 1000 / std::max<size_t>(1, q_decode_->capacity());
     if (!q_decode_->Push(std::move(it))) break;
     c.wait_out_ns += clock_->NowNanos() - t1;
-  }
-  std::lock_guard<std::mutex> lk(mu_);
-  if (--live_readers_ == 0) {
-    // Close only when all readers are done; workers drain what is queued.
   }
 }
 
