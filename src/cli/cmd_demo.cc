@@ -74,8 +74,10 @@ int RunDemo(const DemoArgs& a_in) {
   if (a.dir.empty()) {
     const char* xdg = std::getenv("XDG_CACHE_HOME");
     const char* home = std::getenv("HOME");
-    a.dir = xdg && *xdg ? std::string(xdg) + "/stoker/demo"
-                        : std::string(home && *home ? home : "/tmp") + "/.cache/stoker/demo";
+    std::string base = xdg && *xdg ? std::string(xdg) + "/stoker/demo"
+                                   : std::string(home && *home ? home : "/tmp") + "/.cache/stoker/demo";
+    // One folder per generator version, count and seed: a cached dataset always matches.
+    a.dir = fmt::format("{}/v{}-{}-seed{}", base, kSynthVersion, a.count, a.seed);
   }
   if (a.count < 64 || a.batch < 1 || a.step_ms < 0 || a.epochs < 1)
     return Fail(InvalidArgument("demo needs --count >= 64, --batch >= 1, --step-ms >= 0"));

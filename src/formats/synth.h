@@ -21,6 +21,10 @@
 
 namespace stoker {
 
+// Bumped whenever the pixels of image i change; part of the manifest, so a dataset from an
+// older generator is never taken for a current one.
+inline constexpr int kSynthVersion = 2;
+
 struct SynthOptions {
   std::string out;
   uint64_t count = 1000;
