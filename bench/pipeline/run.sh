@@ -55,15 +55,19 @@ TORCH_PY="$ROOT/.venv/bin/python"
 GEN="gen_images.py"
 if [ -n "$STOKER" ] && "$STOKER" gen images --help 2>/dev/null | grep -q "^Usage:.* gen images"; then GEN="stoker gen images"; fi
 MARK="$DATA.complete"
-if [ ! -f "$MARK" ] || [ "$(cat "$MARK")" != "$GEN" ]; then
+if [ "$GEN" = "stoker gen images" ]; then
+  # Idempotent (a manifest in DATA); a dataset from another generator version is remade.
+  if ! "$STOKER" gen images --out "$DATA" --count "$COUNT" --seed 1 2>/dev/null; then
+    say "regenerating $DATA ($COUNT images, stoker gen images)"
+    rm -rf "$DATA"
+    "$STOKER" gen images --out "$DATA" --count "$COUNT" --seed 1
+  fi
+  echo "$GEN" > "$MARK"
+elif [ ! -f "$MARK" ] || [ "$(cat "$MARK")" != "$GEN" ]; then
   rm -rf "$DATA" "$MARK"
   mkdir -p "$(dirname "$DATA")"
   say "generating $COUNT images with $GEN into $DATA"
-  if [ "$GEN" = "gen_images.py" ]; then
-    "$TORCH_PY" "$HERE/gen_images.py" --out "$DATA" --count "$COUNT" --seed 1
-  else
-    "$STOKER" gen images --out "$DATA" --count "$COUNT" --seed 1
-  fi
+  "$TORCH_PY" "$HERE/gen_images.py" --out "$DATA" --count "$COUNT" --seed 1
   echo "$GEN" > "$MARK"
 fi
 
