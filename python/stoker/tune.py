@@ -408,6 +408,18 @@ def scan_dataset(dataset, *, max_depth=3, objects_threshold=PY_OBJECTS_HAZARD):
 
 # -- the trials ------------------------------------------------------------------------
 
+def _error_text(e):
+    """One line for an exception. A DataLoader re-raises a worker's exception as "Caught X
+    in DataLoader worker process N." followed by the worker's traceback: keep that first line
+    and the traceback's last line, which says what went wrong (e.g. the CUDA error)."""
+    lines = [ln.strip() for ln in f"{type(e).__name__}: {e}".splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    if len(lines) > 1 and "Caught " in lines[0] and "worker" in lines[0]:
+        return f"{lines[0]} {lines[-1]}"
+    return lines[0]
+
+
 def _mallopt(settings):
     libc = ctypes.CDLL(None)
     for param, value in settings:
@@ -472,7 +484,7 @@ class _Tuner:
                 warnings.filterwarnings("ignore", message=".*worker processes in total.*")
                 self._measure(trial, setting, n_batches, epochs, deadline, malloc)
         except Exception as e:  # noqa: BLE001 -- the user's Dataset may raise anything
-            trial.error = f"{type(e).__name__}: {e}".splitlines()[0]
+            trial.error = _error_text(e)
         return trial
 
     def _run_forked(self, setting, n_batches, epochs, deadline, malloc, fix):
@@ -489,7 +501,7 @@ class _Tuner:
                 try:
                     self._measure(trial, setting, n_batches, epochs, deadline, None)
                 except Exception as e:  # noqa: BLE001
-                    trial.error = f"{type(e).__name__}: {e}".splitlines()[0]
+                    trial.error = _error_text(e)
                 with os.fdopen(w, "wb") as f:
                     pickle.dump(trial, f)
             except BaseException:  # noqa: BLE001 -- never return into the caller's code

@@ -274,3 +274,98 @@ def test_watch_over_a_pipeline(image_folder):
     n = sum(len(b["label"]) for b in w)
     assert n == 24
     assert w.report()["steps"] == 6 and "stoker.watch: 6 steps" in out.getvalue()
+
+
+def write_wds_shards(root, shards=2, per_shard=7, seed=3):
+    """WebDataset shards written with Python's tarfile: key.jpg + key.cls per sample."""
+    import io
+    import tarfile
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    os.makedirs(root, exist_ok=True)
+    labels = {}
+    for s in range(shards):
+        with tarfile.open(os.path.join(root, f"train-{s:03d}.tar"), "w") as tar:
+            for i in range(per_shard):
+                key = f"s{s}_{i:04d}"
+                arr = rng.integers(0, 255, size=(40 + i, 44, 3), dtype=np.uint8)
+                buf = io.BytesIO()
+                Image.fromarray(arr).save(buf, format="JPEG", quality=90)
+                label = (s * per_shard + i) % 5
+                labels[key] = label
+                for name, data in ((f"{key}.jpg", buf.getvalue()),
+                                   (f"{key}.cls", str(label).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    return os.path.join(root, "train-{000..%03d}.tar" % (shards - 1)), labels
+
+
+def test_webdataset_shards_with_format_and_brace_pattern(tmp_path):
+    spec, labels = write_wds_shards(str(tmp_path / "wds"))
+    p = stoker.Pipeline(spec, format="wds", batch_size=4, seed=2, keys=True, **SMALL)
+    assert p.dataset_size == 14 and len(p) == 4
+    mine = digest(stoker.Pipeline(spec, format="wds", batch_size=4, seed=2, **SMALL))
+    ref = stoker._errors._ext._cpp_digest(cpp_options(p), epoch=0)
+    assert [(m["index"], m["label"], m["crc32"]) for m in mine] == \
+        [(r["index"], r["label"], r["crc32"]) for r in ref]
+    seen = {}
+    for b in p:
+        for k, lab in zip(b["key"], b["label"]):
+            seen[k] = int(lab)
+    assert seen == labels  # every sample once, with the label from its .cls member
+    with pytest.raises(ValueError, match="format must be a format name"):
+        stoker.Pipeline(spec, format="", **SMALL)
+
+
+def test_rank_and_world_size_from_the_environment(image_folder, monkeypatch):
+    for k in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    assert stoker.resolve_rank()["world_size"] == 1
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    info = stoker.resolve_rank()
+    assert (info["rank"], info["world_size"], info["source"]) == (1, 2, "RANK/WORLD_SIZE")
+    p = stoker.Pipeline(image_folder, batch_size=4, seed=6, **SMALL)
+    assert (p.rank, p.world_size) == (1, 2)
+    mine = [int(i) for b in p for i in b["index"]]
+    q = stoker.Pipeline(image_folder, batch_size=4, seed=6, rank=0, world_size=2, **SMALL)
+    theirs = [int(i) for b in q for i in b["index"]]
+    assert len(mine) == len(theirs) == 12 and not set(mine) & set(theirs)
+    # Explicit arguments win over the environment.
+    assert stoker.Pipeline(image_folder, rank=0, world_size=1, **SMALL).world_size == 1
+
+
+def test_exact_resume_on_one_rank_of_two(image_folder):
+    kw = dict(SMALL, batch_size=2, seed=8, rank=1, world_size=2, output="numpy")
+    full = digest(stoker.Pipeline(image_folder, **kw))
+    p = stoker.Pipeline(image_folder, **kw)
+    it = iter(p)
+    head = [next(it) for _ in range(4)]
+    s = p.state_dict()
+    assert (s["rank"], s["world_size"], s["batch"]) == (1, 2, 4)
+    q = stoker.Pipeline(image_folder, **kw)
+    q.load_state_dict(s)
+    rest = digest(q)
+    assert rest == full[4:]
+    got = [int(i) for b in head for i in b["index"]] + [i for r in rest for i in r["index"]]
+    assert got == [i for r in full for i in r["index"]]
+    with pytest.raises(ValueError, match="rank: saved 1, now 0"):
+        stoker.Pipeline(image_folder, **dict(kw, rank=0)).load_state_dict(s)
+
+
+def test_numeric_threads_prefetch_and_epoch_arguments(image_folder):
+    p = stoker.Pipeline(image_folder, batch_size=4, **dict(SMALL, threads=1, prefetch=1))
+    assert p._p.options["threads"] == 1 and p._p.options["prefetch"] == 1
+    assert sum(len(b["label"]) for b in p) == 24
+    auto = stoker.Pipeline(image_folder, batch_size=4, **dict(SMALL, threads="auto",
+                                                                prefetch="auto"))
+    assert auto._p.options["threads"] == 0 and auto._p.options["prefetch"] == 0
+    for bad in (-1, 1.5, "1"):
+        with pytest.raises(ValueError, match="epoch must be"):
+            p.set_epoch(bad)
+    with pytest.raises(ValueError, match="state must be a dict"):
+        p.load_state_dict([("epoch", 0)])
+    p.close()
+    with pytest.raises(ValueError, match="closed"):
+        iter(p)

@@ -330,6 +330,46 @@ def test_cli_front(tmp_path):
     assert "batch_size" in err.getvalue() and "nope" in err.getvalue()
 
 
+def test_stoker_cli_tune_dataloader_runs_the_python_tuner(tmp_path):
+    """`stoker tune dataloader ...` (the C++ CLI, src/cli/cmd_tune.cc) hands every argument
+    to `python -m stoker tune dataloader`: same flags, report and exit codes."""
+    import subprocess
+    import sys
+    from stoker_testing import stoker_binary
+    exe = stoker_binary()
+    if exe is None:
+        pytest.skip("the stoker CLI binary is not built")
+    if subprocess.run([exe, "tune", "--help"], capture_output=True).returncode != 0:
+        pytest.skip(f"{exe} predates `stoker tune` (rebuild it)")
+    script = tmp_path / "data.py"
+    script.write_text(
+        "import torch\n"
+        "class D(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 300\n"
+        "    def __getitem__(self, i): return torch.tensor([i])\n"
+        "dataset = D()\n")
+    env = dict(os.environ, STOKER_PYTHON=sys.executable)
+    out = tmp_path / "r.json"
+    p = subprocess.run([exe, "tune", "dataloader", "--script", str(script), "--batch-size", "8",
+                        "--time", "3", "--workers", "0,1", "--json", str(out), "--quiet"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "recommended: DataLoader(" in p.stdout
+    assert json.loads(out.read_text())["batch_size"] == 8
+    h = subprocess.run([exe, "tune", "dataloader", "--help"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert h.returncode == 0 and "--script" in h.stdout and "usage: stoker tune" in h.stdout
+    bad = subprocess.run([exe, "tune", "dataloader", "--script", str(script), "--batch-size",
+                          "0"], capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2 and "batch_size" in bad.stderr
+    missing = subprocess.run([exe, "tune", "dataloader", "--batch-size", "8"],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert missing.returncode == 2 and "--script" in missing.stderr
+    nopy = subprocess.run([exe, "tune", "dataloader", "--help"], capture_output=True, text=True,
+                          timeout=60, env=dict(env, STOKER_PYTHON="/nonexistent/python3"))
+    assert nopy.returncode == 2 and "STOKER_PYTHON" in nopy.stderr
+
+
 def test_imagefolder_samples_list_is_flagged(tmp_path):
     torchvision = pytest.importorskip("torchvision")
     from stoker_testing import write_image_folder
@@ -353,3 +393,56 @@ def test_proc_readers_on_this_process():
     assert after - before >= 30 << 20
     del block
     assert _proc.cpu_times(2 ** 30) is None
+
+
+def test_detects_opencv_threads_and_cuda_initialized_before_fork(monkeypatch):
+    import sys
+    import types
+    cv2 = types.SimpleNamespace(getNumThreads=lambda: 8, __name__="cv2")
+    monkeypatch.setitem(sys.modules, "cv2", cv2)
+    hz = tune.scan_dataset(NumpyMeta(10))
+    h = [h for h in hz if h.kind == "threads"]
+    assert len(h) == 1 and "OpenCV uses 8 threads" in h[0].message
+    assert "cv2.setNumThreads(0)" in h[0].fix
+    cv2.getNumThreads = lambda: 0  # cv2.setNumThreads(0) done: no hazard
+    assert tune.scan_dataset(NumpyMeta(10)) == []
+
+    import multiprocessing
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: "fork")
+    hz = tune.scan_dataset(NumpyMeta(10))
+    assert [h.kind for h in hz] == ["cuda-in-workers"]
+    assert "multiprocessing_context='spawn'" in hz[0].fix
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
+    assert tune.scan_dataset(NumpyMeta(10)) == []
+
+
+class CudaInWorkers(torch.utils.data.Dataset):
+    """Touches "CUDA" in __getitem__: fine in the parent, an error in a forked worker (the
+    message is PyTorch's own)."""
+
+    def __init__(self):
+        self.parent = os.getpid()
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        if os.getpid() != self.parent:
+            raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                               "multiprocessing, you must use the 'spawn' start method")
+        return torch.tensor([i])
+
+
+def test_cuda_error_in_workers_is_a_hazard_and_workers_are_not_recommended():
+    r = stoker.tune_dataloader(CudaInWorkers(), batch_size=4, time_budget=4, num_workers=[0, 1],
+                               prefetch_factor=(2,), persistent_workers=(False,),
+                               measure_fixes=False)
+    w1 = next(t for t in r.trials if t.setting.num_workers == 1)
+    # The DataLoader re-raises "Caught RuntimeError in DataLoader worker process 0." with
+    # the worker's traceback below: the error keeps the line that says what happened.
+    assert w1.error and "Cannot re-initialize CUDA in forked subprocess" in w1.error
+    assert r.recommended.setting.num_workers == 0
+    h = [h for h in r.hazards if h.kind == "cuda-in-workers"]
+    assert len(h) == 1 and "workers=1" in h[0].evidence
+    assert "error: " in r.table()

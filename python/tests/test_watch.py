@@ -201,3 +201,98 @@ def test_fallback_agrees_with_the_cpp_doctor():
         assert (d.kind, d.headline, d.evidence, d.fixes) == (f.kind, f.headline, f.evidence, f.fixes)
         assert d.input_frac == pytest.approx(f.input_frac)
         assert d.confidence == pytest.approx(f.confidence)
+
+
+# -- CUDA timing, without a GPU: a fake torch.cuda whose events follow a simulated GPU ----
+
+class FakeGpu:
+    """A GPU queue on the fake clock: kernels launched by the host run one after the other;
+    an event completes when the GPU reaches it (after everything queued before it)."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.busy_until = clock()
+        self.syncs = 0
+
+    def launch(self, seconds):
+        self.busy_until = max(self.busy_until, self.clock()) + seconds
+
+    def synchronize(self):
+        self.syncs += 1
+        if self.busy_until > self.clock():
+            self.clock.advance(self.busy_until - self.clock())
+
+
+def fake_torch(gpu):
+    import types
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.t = None
+
+        def record(self, stream=None):
+            self.t = max(gpu.busy_until, gpu.clock())
+
+        def query(self):
+            return self.t is not None and gpu.clock() >= self.t
+
+        def synchronize(self):
+            if self.t > gpu.clock():
+                gpu.clock.advance(self.t - gpu.clock())
+
+        def elapsed_time(self, end):
+            assert self.query() and end.query(), "elapsed_time on an incomplete event"
+            return 1e3 * (end.t - self.t)
+
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 Event=Event, synchronize=gpu.synchronize)
+    return types.SimpleNamespace(cuda=cuda, __name__="torch")
+
+
+def run_gpu_loop(monkeypatch, loader_s, launch_s, gpu_s, steps=30, **kw):
+    """A loop whose step launches `gpu_s` of GPU work in `launch_s` of host time."""
+    import sys
+    clock = FakeClock()
+    gpu = FakeGpu(clock)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(gpu))
+    w = stoker.watch(SlowLoader(clock, steps, loader_s), clock=clock, file=io.StringIO(), **kw)
+    for _ in w:
+        gpu.launch(gpu_s)
+        clock.advance(launch_s)
+    return w.report(), gpu
+
+
+def test_cuda_events_see_the_gpu_timeline(monkeypatch):
+    # The host launches 50 ms of GPU work in 1 ms and then waits 20 ms for data: host timings
+    # call that input-bound, but the GPU never idles (it has queued work while the host
+    # waits). The events measure the GPU's side: compute-bound, and nothing blocked the loop.
+    r, gpu = run_gpu_loop(monkeypatch, loader_s=0.020, launch_s=0.001, gpu_s=0.050)
+    assert r["sync"] == "event" and r["timing"] == "cuda-events"  # "auto" with CUDA initialized
+    assert r["verdict"]["kind"] == "compute_bound"
+    assert r["wait_frac"] < 0.05
+    assert r["step_ms_mean"] == pytest.approx(50.0)
+    assert gpu.syncs == 0
+    r_host, _ = run_gpu_loop(monkeypatch, loader_s=0.020, launch_s=0.001, gpu_s=0.050,
+                             sync="none")
+    assert r_host["timing"] == "host" and r_host["verdict"]["kind"] == "input_bound"
+
+
+def test_cuda_events_input_bound_when_the_gpu_idles(monkeypatch):
+    # 5 ms of GPU work per step, launched in 1 ms, then 50 ms to get the next batch: the GPU
+    # is busy for 4 ms of the host's wait and idles the other 46 ms of each 51 ms step.
+    r, _ = run_gpu_loop(monkeypatch, loader_s=0.050, launch_s=0.001, gpu_s=0.005)
+    assert r["timing"] == "cuda-events"
+    assert r["wait_ms_mean"] == pytest.approx(46.0)
+    assert r["step_ms_mean"] == pytest.approx(5.0)
+    assert r["verdict"]["kind"] == "input_bound"
+
+
+def test_sync_block_synchronizes_at_step_boundaries(monkeypatch):
+    r, gpu = run_gpu_loop(monkeypatch, loader_s=0.020, launch_s=0.001, gpu_s=0.050,
+                          sync="block")
+    assert r["timing"] == "host" and r["sync"] == "block"
+    assert gpu.syncs >= 30
+    assert r["step_ms_mean"] == pytest.approx(50.0)  # the step now includes the GPU work
+    assert r["verdict"]["kind"] == "input_bound"  # 20 of 70 ms waiting for data
+    assert r["wait_frac"] == pytest.approx(20 / 70)
