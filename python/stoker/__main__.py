@@ -1,6 +1,7 @@
 """python -m stoker: the Python-side commands.
 
     python -m stoker tune dataloader --script data.py [--dataset NAME] --batch-size 64
+    stoker tune dataloader ...      (the CLI's front for the same command)
         Loads data.py, takes its Dataset (a function or variable named by --dataset;
         default: `dataset`, then `get_dataset`, `make_dataset`, `build_dataset`), and runs
         stoker.tune_dataloader on it: table, chart, recommendation, hazards.
@@ -9,6 +10,7 @@ Exit codes as the stoker CLI: 0 ok, 1 failure, 2 bad input or usage.
 """
 
 import argparse
+import os
 import runpy
 import sys
 
@@ -39,7 +41,8 @@ def _ints(s):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m stoker")
+    # `stoker tune dataloader` (src/cli/cmd_tune.cc) runs this module with STOKER_PROG=stoker.
+    ap = argparse.ArgumentParser(prog=os.environ.get("STOKER_PROG") or "python -m stoker")
     sub = ap.add_subparsers(dest="cmd", required=True)
     tune = sub.add_parser("tune", help="measure and tune a data loader")
     tsub = tune.add_subparsers(dest="what", required=True)

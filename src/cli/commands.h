@@ -30,5 +30,6 @@ void RegisterBenchIoCommand(CLI::App& bench);       // stoker bench io PATH
 void RegisterBenchFormatsCommand(CLI::App& bench);  // stoker bench formats --data SRC
 void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD
 void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data DIR
+void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
 
 }  // namespace stoker::cli

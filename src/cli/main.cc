@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterBenchReadCommand(*bench);
   stoker::cli::RegisterDoctorCommands(app);
   stoker::cli::RegisterBenchDecodeCommand(*bench);
+  stoker::cli::RegisterTuneCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
