@@ -251,5 +251,46 @@ TEST_F(RawFolder, BadOptionsAreClearErrors) {
   EXPECT_FALSE(Pipeline::Create(o).ok());
 }
 
+TEST_F(RawFolder, FixedThreadCountMeansThatManyFusedWorkers) {
+  for (int n : {1, 2, 5}) {
+    auto o = Opts();
+    o.threads = n;
+    auto p = Pipeline::Create(o);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    Run r = Collect(**p);
+    ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+    PipelineStats st = (*p)->Stats();
+    EXPECT_EQ(st.threads, n);
+    EXPECT_FALSE(st.autotune && o.prefetch > 0);
+    // Every stage runs on the same n workers; their fractions share those workers' time.
+    double busy = 0;
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_EQ(st.stages[s].threads, n) << st.stages[s].name;
+      busy += st.stages[s].busy_frac;
+    }
+    EXPECT_LE(busy + st.stages[0].wait_input_frac + st.stages[0].wait_output_frac, 1.0 + 1e-9);
+  }
+}
+
+TEST_F(RawFolder, AutoRunsReadThreadsInFrontOfComputeThreads) {
+  auto o = Opts();
+  o.threads = 0;
+  o.cpu_budget = 3;
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Run r = Collect(**p);
+  ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+  PipelineStats st = (*p)->Stats();
+  EXPECT_TRUE(st.autotune);
+  // decode and augment share the compute threads (at most one per core of the budget).
+  EXPECT_EQ(st.stages[1].threads, st.stages[2].threads);
+  EXPECT_GE(st.stages[1].threads, 1);
+  EXPECT_LE(st.stages[1].threads, 3);
+  EXPECT_EQ(st.threads, st.stages[0].threads + st.stages[1].threads);
+  double compute = st.stages[1].busy_frac + st.stages[2].busy_frac + st.stages[1].wait_input_frac +
+                   st.stages[1].wait_output_frac;
+  EXPECT_NEAR(compute, 1.0, 1e-6);
+}
+
 }  // namespace
 }  // namespace stoker
