@@ -3,10 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "formats/builtin.h"
+#include "formats/sample_buffers.h"
 
 #if STOKER_HAVE_HDF5
 #include <hdf5.h>
@@ -94,6 +98,52 @@ struct Column {
   }
 };
 
+// Direct reads ("fast path"): libhdf5 tells where a column's raw bytes lie in the file
+// (H5Dget_offset for contiguous datasets, H5Dget_chunk_info_by_coord per chunk), and stoker
+// reads them with pread through Env, outside the process-wide HDF5 lock. Used for
+// unfiltered datasets whose file type needs no conversion:
+//  * fixed-size rows (arrays, fixed strings, integer labels): a row is `unit` bytes at
+//    chunk address + row offset; small rows are read a chunk at a time and kept;
+//  * variable-length data (h5py's vlen uint8, vlen strings): the raw row is the 16-byte
+//    on-disk vlen reference (u32 element count, u64 global heap collection address, u32
+//    object index; HDF5 file format spec, "Variable-length data" and "Global Heap"), and
+//    the bytes are read from the global heap object it names.
+// Anything unexpected (filters, type conversion, a user block, 4-byte addresses, a heap
+// object that does not match) leaves the column to libhdf5 (the slow path).
+struct FastCol {
+  enum class Mode { kOff, kRows, kVlen };
+  Mode mode = Mode::kOff;
+  bool contiguous = false;
+  uint64_t addr = 0;        // contiguous: file address of row 0
+  uint64_t chunk_rows = 0;  // rows per chunk (contiguous: rows per cached block)
+  uint64_t unit = 0;        // raw bytes per row
+  size_t elem = 1;          // kVlen: bytes per element
+  bool cache = false;       // keep whole chunks of raw rows in memory
+  bool int_label = false;   // kRows of an integer label: convert to int64
+  bool is_signed = true;
+  // Lazily resolved, guarded by Hdf5Dataset::fast_mu_.
+  std::vector<uint64_t> chunk_addr;  // 0: not resolved yet; kNoChunk: not allocated
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> chunk_bytes;
+};
+constexpr uint64_t kNoChunk = ~0ull;
+
+uint64_t LoadLE(const uint8_t* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
+// One global heap collection's objects (index → data offset in the file and size), and
+// the collection's bytes when it is small enough to keep.
+struct HeapCollection {
+  struct Obj {
+    uint64_t index, offset, size;
+  };
+  std::vector<Obj> objs;
+  uint64_t addr = 0;
+  std::vector<uint8_t> bytes;  // empty for large collections
+};
+
 // Inspects dataset `name` of file `f` (open, under the lock). Returns false (with a reason)
 // when the dataset is of a kind stoker does not read.
 Status DescribeColumn(hid_t f, const std::string& path, const std::string& name, Column* c,
@@ -173,15 +223,25 @@ class Hdf5Dataset final : public Dataset {
     if (info.is_dir) return InvalidArgument("{}: is a directory, not an HDF5 file", path);
     std::unique_ptr<Hdf5Dataset> ds(new Hdf5Dataset());
     ds->path_ = path;
+    auto raw = env->NewRandomAccessFile(path);
+    if (raw.ok()) ds->raw_ = std::move(raw).value();
     std::lock_guard<std::mutex> lk(H5Mu());
     STOKER_RETURN_IF_ERROR(ds->OpenLocked());
+    ds->SetupFastLocked();
     ds->shards_.push_back({path, 0, ds->n_});
     return ds;
   }
 
+  // Columns read with direct preads (for tests and the docs' claims).
+  size_t fast_columns() const {
+    size_t k = 0;
+    for (const auto& f : fast_) k += f.mode != FastCol::Mode::kOff;
+    return k;
+  }
+
   ~Hdf5Dataset() override {
     std::lock_guard<std::mutex> lk(H5Mu());
-    if (pid_ == ::getpid()) CloseLocked();
+    if (file_pid_ == ::getpid()) CloseLocked();
   }
 
   uint64_t size() const override { return n_; }
@@ -205,23 +265,29 @@ class Hdf5Dataset final : public Dataset {
     out->Clear();
     if (index >= n_)
       return InvalidArgument("{}: sample index {} out of range ({} samples)", path_, index, n_);
-    std::lock_guard<std::mutex> lk(H5Mu());
-    STOKER_RETURN_IF_ERROR(EnsureProcessLocked());
-    bool sequential = index == last_ + 1;
-    last_ = index;
+    if (pid_.load(std::memory_order_acquire) != ::getpid()) {
+      std::lock_guard<std::mutex> lk(H5Mu());
+      STOKER_RETURN_IF_ERROR(EnsureProcessLocked());
+    }
+    uint64_t prev = last_.exchange(index, std::memory_order_relaxed);
+    bool sequential = index == prev + 1;
+    thread_local std::vector<uint8_t> scratch;
     for (size_t c = 0; c < cols_.size(); ++c) {
       Column& col = cols_[c];
-      if (static_cast<int>(c) == key_col_) {
-        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, &scratch_, sequential));
-        out->key.assign(scratch_.begin(), scratch_.end());
-      } else if (static_cast<int>(c) == label_col_) {
-        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, &scratch_, sequential));
+      bool is_key = static_cast<int>(c) == key_col_, is_label = static_cast<int>(c) == label_col_;
+      std::vector<uint8_t>* dst =
+          is_key || is_label ? &scratch : &AddFieldForOverwrite(out, col.name)->data;
+      STOKER_ASSIGN_OR_RETURN(bool done, FastRow(c, index, dst));
+      if (!done) {
+        std::lock_guard<std::mutex> lk(H5Mu());
+        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, dst, sequential));
+      }
+      if (is_key) {
+        out->key.assign(dst->begin(), dst->end());
+      } else if (is_label) {
         int64_t v = -1;
-        std::memcpy(&v, scratch_.data(), sizeof v);
+        if (dst->size() >= sizeof v) std::memcpy(&v, dst->data(), sizeof v);
         out->label = v;
-      } else {
-        Field* f = out->AddField(col.name);
-        STOKER_RETURN_IF_ERROR(ReadRowLocked(col, index, &f->data, sequential));
       }
     }
     if (key_col_ < 0) out->key = std::to_string(index);
@@ -233,7 +299,7 @@ class Hdf5Dataset final : public Dataset {
   Hdf5Dataset() = default;
 
   Status EnsureProcessLocked() const {
-    if (pid_ == ::getpid()) return Status::OK();
+    if (pid_.load() == ::getpid()) return Status::OK();
     // Forked child: drop the handles inherited from the parent and open our own.
     CloseLocked();
     return const_cast<Hdf5Dataset*>(this)->OpenLocked();
@@ -254,7 +320,7 @@ class Hdf5Dataset final : public Dataset {
       std::string err = H5ErrorString();
       return Corrupt("{}: not a readable HDF5 file ({})", path_, err);
     }
-    pid_ = ::getpid();
+    file_pid_ = ::getpid();
     H5G_info_t ginfo;
     if (H5Gget_info(file_, &ginfo) < 0)
       return Corrupt("{}: cannot list the root group: {}", path_, H5ErrorString());
@@ -308,7 +374,284 @@ class Hdf5Dataset final : public Dataset {
       return Corrupt("{}: no sample fields: expected root datasets such as /key, /label and "
                      "/jpg with one row per sample (see docs/storage.md)",
                      path_);
+    // Published last: a reader that sees this process's pid sees the columns.
+    pid_.store(::getpid(), std::memory_order_release);
     return Status::OK();
+  }
+
+  // Decides, once at open, which columns are read directly (see FastCol).
+  void SetupFastLocked() {
+    fast_.assign(cols_.size(), FastCol{});
+    if (!raw_) return;
+    hid_t fcpl = H5Fget_create_plist(file_);
+    size_t sizeof_addr = 0, sizeof_size = 0;
+    hsize_t userblock = 1;
+    bool ok = fcpl >= 0 && H5Pget_sizes(fcpl, &sizeof_addr, &sizeof_size) >= 0 &&
+              H5Pget_userblock(fcpl, &userblock) >= 0 && sizeof_addr == 8 && sizeof_size == 8 &&
+              userblock == 0;
+    if (fcpl >= 0) H5Pclose(fcpl);
+    H5Eclear2(H5E_DEFAULT);
+    if (!ok) return;
+    for (size_t k = 0; k < cols_.size(); ++k) {
+      SetupFastColumnLocked(cols_[k], &fast_[k]);
+      H5Eclear2(H5E_DEFAULT);
+    }
+  }
+
+  void SetupFastColumnLocked(const Column& c, FastCol* f) const {
+    hid_t dcpl = H5Dget_create_plist(c.dset);
+    if (dcpl < 0) return;
+    int nfilters = H5Pget_nfilters(dcpl);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    hsize_t cdims[H5S_MAX_RANK] = {0};
+    int crank = layout == H5D_CHUNKED ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims) : 0;
+    H5Pclose(dcpl);
+    if (nfilters != 0) return;
+    hid_t ft = H5Dget_type(c.dset);
+    if (ft < 0) return;
+    FastCol x;
+    bool ok = true;
+    switch (c.kind) {
+      case Kind::kVlen: {
+        hid_t super = H5Tget_super(ft), msuper = H5Tget_super(c.mtype);
+        ok = super >= 0 && msuper >= 0 && H5Tequal(super, msuper) > 0;
+        if (super >= 0) H5Tclose(super);
+        if (msuper >= 0) H5Tclose(msuper);
+        x.mode = FastCol::Mode::kVlen;
+        x.unit = 16;
+        x.elem = c.elem_size;
+        x.cache = true;
+        break;
+      }
+      case Kind::kVlenString:
+        x.mode = FastCol::Mode::kVlen;
+        x.unit = 16;
+        x.cache = true;
+        break;
+      case Kind::kFixedString:
+        x.mode = FastCol::Mode::kRows;
+        x.unit = c.elem_size;
+        x.cache = x.unit <= 256;
+        break;
+      case Kind::kFixedArray: {
+        // The file type must be what the reader hands out (native order, no conversion).
+        hid_t native = H5Tget_class(ft) == H5T_OPAQUE ? H5Tcopy(ft)
+                                                       : H5Tget_native_type(ft, H5T_DIR_ASCEND);
+        ok = native >= 0 && H5Tequal(ft, native) > 0;
+        if (native >= 0) H5Tclose(native);
+        x.mode = FastCol::Mode::kRows;
+        x.unit = c.elem_size;
+        x.cache = x.unit <= 256;
+        break;
+      }
+      case Kind::kInt: {
+        size_t size = H5Tget_size(ft);
+        ok = H5Tget_order(ft) == H5T_ORDER_LE &&
+             (size == 1 || size == 2 || size == 4 || size == 8);
+        x.mode = FastCol::Mode::kRows;
+        x.unit = size;
+        x.int_label = true;
+        x.is_signed = H5Tget_sign(ft) == H5T_SGN_2;
+        x.cache = true;
+        break;
+      }
+    }
+    H5Tclose(ft);
+    if (!ok || x.unit == 0 || n_ == 0) return;
+    if (layout == H5D_CONTIGUOUS) {
+      haddr_t a = H5Dget_offset(c.dset);
+      if (a == HADDR_UNDEF) return;
+      x.contiguous = true;
+      x.addr = a;
+      x.chunk_rows = x.cache ? std::max<uint64_t>(1, (64u << 10) / x.unit) : n_;
+    } else if (layout == H5D_CHUNKED) {
+      if (crank != c.rank || cdims[0] == 0) return;
+      for (int d = 1; d < c.rank; ++d)
+        if (cdims[d] != c.dims[d]) return;  // a chunk must hold whole rows
+      x.chunk_rows = cdims[0];
+    } else {
+      return;  // compact or virtual
+    }
+    uint64_t chunks = (n_ + x.chunk_rows - 1) / x.chunk_rows;
+    x.chunk_addr.assign(chunks, 0);
+    if (x.cache) x.chunk_bytes.resize(chunks);
+    *f = std::move(x);
+  }
+
+  // File address of chunk `chunk` of column k, kNoChunk when it is not stored as plain
+  // whole rows (unallocated, filtered): those rows go through libhdf5.
+  Result<uint64_t> ChunkAddr(size_t k, uint64_t chunk) const {
+    FastCol& f = fast_[k];
+    if (f.contiguous) return f.addr + chunk * f.chunk_rows * f.unit;
+    {
+      std::lock_guard<std::mutex> lk(fast_mu_);
+      if (f.chunk_addr[chunk]) return f.chunk_addr[chunk];
+    }
+    uint64_t a = kNoChunk;
+    {
+      std::lock_guard<std::mutex> lk(H5Mu());
+      STOKER_RETURN_IF_ERROR(EnsureProcessLocked());
+      hsize_t off[H5S_MAX_RANK] = {0};
+      off[0] = chunk * f.chunk_rows;
+      unsigned mask = 0;
+      haddr_t addr = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(cols_[k].dset, off, &mask, &addr, &size) < 0)
+        H5Eclear2(H5E_DEFAULT);
+      else if (addr != HADDR_UNDEF && mask == 0 && size == f.chunk_rows * f.unit && addr != 0)
+        a = addr;
+    }
+    std::lock_guard<std::mutex> lk(fast_mu_);
+    f.chunk_addr[chunk] = a;
+    return a;
+  }
+
+  // Raw bytes of row i of a cached column (nullptr: use libhdf5). `hold` keeps them alive.
+  Result<const uint8_t*> CachedRow(size_t k, uint64_t i,
+                                   std::shared_ptr<const std::vector<uint8_t>>* hold) const {
+    FastCol& f = fast_[k];
+    uint64_t chunk = i / f.chunk_rows;
+    {
+      std::lock_guard<std::mutex> lk(fast_mu_);
+      if (f.chunk_bytes[chunk]) {
+        *hold = f.chunk_bytes[chunk];
+        return (*hold)->data() + (i - chunk * f.chunk_rows) * f.unit;
+      }
+    }
+    STOKER_ASSIGN_OR_RETURN(uint64_t addr, ChunkAddr(k, chunk));
+    if (addr == kNoChunk) return static_cast<const uint8_t*>(nullptr);
+    uint64_t rows = f.chunk_rows;
+    if (f.contiguous) rows = std::min<uint64_t>(rows, n_ - chunk * f.chunk_rows);
+    auto buf = std::make_shared<std::vector<uint8_t>>(rows * f.unit);
+    Status st = raw_->ReadExact(addr, buf->size(), buf->data());
+    if (!st.ok())
+      return st.WithContext(fmt::format("{}: record {}: raw rows of '/{}'", path_, i,
+                                        cols_[k].name));
+    std::lock_guard<std::mutex> lk(fast_mu_);
+    if (!f.chunk_bytes[chunk]) f.chunk_bytes[chunk] = std::move(buf);
+    *hold = f.chunk_bytes[chunk];
+    return (*hold)->data() + (i - chunk * f.chunk_rows) * f.unit;
+  }
+
+  // Finds object `index` of the global heap collection at `coll`: its file offset and
+  // size, and the collection (with its bytes) when it is small. False: not as expected.
+  Result<bool> HeapObject(uint64_t coll, uint64_t index, uint64_t* off, uint64_t* size,
+                          std::shared_ptr<const HeapCollection>* hold) const {
+    auto find = [&](const HeapCollection& hc) {
+      for (const auto& o : hc.objs)
+        if (o.index == index) {
+          *off = o.offset;
+          *size = o.size;
+          return true;
+        }
+      return false;
+    };
+    {
+      std::lock_guard<std::mutex> lk(fast_mu_);
+      auto it = heap_cache_.find(coll);
+      if (it != heap_cache_.end()) {
+        *hold = it->second;
+        return find(*it->second);
+      }
+    }
+    const uint64_t fsize = raw_->size();
+    if (coll == 0 || coll > fsize || fsize - coll < 32) return false;
+    uint8_t h[32];
+    STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, sizeof h, h));
+    if (std::memcmp(h, "GCOL", 4) != 0 || h[4] != 1) return false;
+    uint64_t cs = LoadLE(h + 8, 8);
+    if (cs < 32 || cs > fsize - coll) return false;
+    if (cs > kKeepCollection) {
+      // A large collection: normally one object (one sample's bytes) right after the header.
+      uint64_t oi = LoadLE(h + 16, 2), os = LoadLE(h + 24, 8);
+      if (oi != index || os > cs - 32) return false;
+      *off = coll + 32;
+      *size = os;
+      hold->reset();
+      return true;
+    }
+    auto hc = std::make_shared<HeapCollection>();
+    hc->addr = coll;
+    hc->bytes.resize(cs);
+    STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, cs, hc->bytes.data()));
+    for (uint64_t pos = 16; pos + 16 <= cs;) {
+      uint64_t oi = LoadLE(&hc->bytes[pos], 2), os = LoadLE(&hc->bytes[pos + 8], 8);
+      if (oi == 0 || os > cs - pos - 16) break;  // free space (or damage): the end
+      hc->objs.push_back({oi, coll + pos + 16, os});
+      pos += 16 + ((os + 7) & ~uint64_t{7});
+    }
+    std::lock_guard<std::mutex> lk(fast_mu_);
+    if (heap_cache_.size() >= kHeapCacheEntries) heap_cache_.clear();
+    heap_cache_[coll] = hc;
+    *hold = hc;
+    return find(*hc);
+  }
+
+  // Row i of column k by direct reads. False: this row goes through libhdf5.
+  Result<bool> FastRow(size_t k, uint64_t i, std::vector<uint8_t>* out) const {
+    const FastCol& f = fast_[k];
+    const Column& c = cols_[k];
+    if (f.mode == FastCol::Mode::kOff) return false;
+    std::shared_ptr<const std::vector<uint8_t>> hold;
+    if (f.mode == FastCol::Mode::kRows && !f.cache) {
+      uint64_t addr;
+      if (f.contiguous) {
+        addr = f.addr + i * f.unit;
+      } else {
+        uint64_t chunk = i / f.chunk_rows;
+        STOKER_ASSIGN_OR_RETURN(addr, ChunkAddr(k, chunk));
+        if (addr == kNoChunk) return false;
+        addr += (i - chunk * f.chunk_rows) * f.unit;
+      }
+      out->resize(f.unit);
+      Status st = raw_->ReadExact(addr, f.unit, out->data());
+      if (!st.ok()) return st.WithContext(fmt::format("{}: record {} of '/{}'", path_, i, c.name));
+      if (c.kind == Kind::kFixedString) {
+        std::vector<uint8_t> row = *out;
+        Extract(c, row.data(), out);
+      }
+      return true;
+    }
+    STOKER_ASSIGN_OR_RETURN(const uint8_t* row, CachedRow(k, i, &hold));
+    if (!row) return false;
+    if (f.mode == FastCol::Mode::kRows) {
+      if (f.int_label) {
+        uint64_t u = LoadLE(row, f.unit);
+        int64_t v = static_cast<int64_t>(u);
+        if (f.is_signed && f.unit < 8 && (u >> (8 * f.unit - 1)) & 1)
+          v = static_cast<int64_t>(u | (~uint64_t{0} << (8 * f.unit)));
+        out->resize(8);
+        std::memcpy(out->data(), &v, 8);
+      } else {
+        Extract(c, row, out);
+      }
+      return true;
+    }
+    // Variable length: the on-disk reference, then the heap object.
+    uint64_t count = LoadLE(row, 4), coll = LoadLE(row + 4, 8), index = LoadLE(row + 12, 4);
+    if (count == 0) {
+      out->clear();
+      return true;
+    }
+    uint64_t off = 0, size = 0;
+    std::shared_ptr<const HeapCollection> hc;
+    STOKER_ASSIGN_OR_RETURN(bool found, HeapObject(coll, index, &off, &size, &hc));
+    if (!found || size != count * f.elem) return false;
+    if (hc) {
+      const uint8_t* p = hc->bytes.data() + (off - hc->addr);
+      out->assign(p, p + size);
+    } else {
+      out->resize(size);
+      Status st = raw_->ReadExact(off, size, out->data());
+      if (!st.ok())
+        return st.WithContext(fmt::format("{}: record {} of '/{}' (heap object at {})", path_, i,
+                                          c.name, off));
+    }
+    if (c.kind == Kind::kVlenString) {
+      const void* nul = std::memchr(out->data(), 0, out->size());
+      if (nul) out->resize(static_cast<const uint8_t*>(nul) - out->data());
+    }
+    return true;
   }
 
   Status Select(const Column& c, uint64_t i) const {
@@ -420,13 +763,22 @@ class Hdf5Dataset final : public Dataset {
   uint64_t n_ = 0;
   std::vector<ShardInfo> shards_;
   std::vector<std::string> skipped_;
-  // Guarded by H5Mu().
+  std::unique_ptr<RandomAccessFile> raw_;  // direct reads (FastCol)
+  // Guarded by H5Mu(). cols_ is rebuilt only while pid_ does not match (a forked child).
   mutable hid_t file_ = -1;
   mutable std::vector<Column> cols_;
   mutable int key_col_ = -1, label_col_ = -1;
-  mutable pid_t pid_ = 0;
+  mutable std::atomic<pid_t> pid_{0};  // set once the columns are open
+  mutable pid_t file_pid_ = 0;         // the process that opened file_
   mutable std::vector<uint8_t> scratch_, one_;
-  mutable uint64_t last_ = UINT64_MAX - 1;
+  mutable std::atomic<uint64_t> last_{UINT64_MAX - 1};
+  // Direct-read state: fast_ is fixed at open; its lazy parts and heap_cache_ are
+  // guarded by fast_mu_ (taken after H5Mu() when both are held, never before).
+  static constexpr uint64_t kKeepCollection = 64u << 10;
+  static constexpr size_t kHeapCacheEntries = 4096;
+  mutable std::mutex fast_mu_;
+  mutable std::vector<FastCol> fast_;
+  mutable std::unordered_map<uint64_t, std::shared_ptr<const HeapCollection>> heap_cache_;
 };
 
 class Hdf5Writer final : public DatasetWriter {
@@ -616,6 +968,11 @@ Result<std::unique_ptr<DatasetWriter>> OpenHdf5Writer(const std::string& path,
   return Hdf5Writer::Open(path, opts);
 }
 
+int Hdf5DirectColumns(const Dataset& ds) {
+  const auto* h = dynamic_cast<const Hdf5Dataset*>(&ds);
+  return h ? static_cast<int>(h->fast_columns()) : -1;
+}
+
 #else  // !STOKER_HAVE_HDF5
 
 bool Hdf5Available() { return false; }
@@ -629,6 +986,8 @@ Result<std::unique_ptr<DatasetWriter>> OpenHdf5Writer(const std::string& path,
   return Unimplemented("{}: stoker was built without libhdf5 (install libhdf5-dev and "
                        "reconfigure): format 'hdf5' is unavailable", path);
 }
+
+int Hdf5DirectColumns(const Dataset&) { return -1; }
 
 #endif
 

@@ -11,8 +11,12 @@
 // The writer creates /key, /label and one chunked vlen uint8 dataset per field.
 //
 // The HDF5 C library is not thread-safe unless built with --enable-threadsafe (Debian's
-// serial build is not): every HDF5 call in stoker goes through one process-wide mutex, so
-// reads of HDF5 datasets are serialized. Handles are never used across fork(): a child
+// serial build is not): every HDF5 call in stoker goes through one process-wide mutex.
+// Reads avoid it where they can: for unfiltered datasets libhdf5 only says where the raw
+// bytes lie (contiguous address, chunk addresses, and for variable-length data the global
+// heap object a row refers to) and stoker preads them through Env, in parallel and
+// straight into the sample's buffer (see FastCol in hdf5_dataset.cc); other datasets are
+// read through libhdf5 under the lock. Handles are never used across fork(): a child
 // process closes the inherited ones and reopens the file on first read.
 #pragma once
 
@@ -31,5 +35,8 @@ Result<std::unique_ptr<Dataset>> OpenHdf5Dataset(const std::string& path,
 // same field names as the first one.
 Result<std::unique_ptr<DatasetWriter>> OpenHdf5Writer(const std::string& path,
                                                       const WriterOptions& opts);
+// Columns of `ds` (an HDF5 dataset) read by direct preads instead of libhdf5; -1 if `ds`
+// is not an HDF5 dataset. For tests.
+int Hdf5DirectColumns(const Dataset& ds);
 
 }  // namespace stoker

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "formats/builtin.h"
+#include "formats/sample_buffers.h"
 
 #if STOKER_HAVE_PARQUET
 #include <arrow/buffer.h>
@@ -113,6 +116,7 @@ struct Col {
 // Page index of one column chunk: where each data page starts and its first row.
 struct ChunkPages {
   bool usable = false;
+  bool direct = false;  // eligible for direct page reads (PageValues)
   parquet::Compression::type codec = parquet::Compression::UNCOMPRESSED;
   std::vector<parquet::PageLocation> pages;
 };
@@ -220,6 +224,161 @@ int64_t SkipValues(parquet::Type::type t, parquet::ColumnReader* r, int64_t n) {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------
+// Direct page reads ("fast path"). The page index (OffsetIndex) gives each data page's file
+// offset; for an uncompressed, dictionary-free, PLAIN-encoded v1 data page of a flat
+// column with no nulls, a value's bytes lie at a computable file offset. stoker parses the
+// page header (Thrift compact protocol, parquet-format's PageHeader) itself, keeps where
+// each value of the page is, and preads a large value straight into the sample's buffer.
+// Pages of small values (keys, labels) are read whole and kept. Anything else goes
+// through Arrow's page and column readers.
+
+struct PageHeaderInfo {
+  int32_t type = -1;  // 0 DATA_PAGE, 2 DICTIONARY_PAGE, 3 DATA_PAGE_V2
+  int32_t uncompressed_size = -1, compressed_size = -1;
+  int32_t num_values = -1, encoding = -1;
+  size_t header_len = 0;
+};
+
+class CompactReader {
+ public:
+  CompactReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= n_) return false;
+      uint8_t b = p_[pos_++];
+      *v |= uint64_t{b & 0x7fu} << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  bool ZigZag(int64_t* v) {
+    uint64_t u;
+    if (!Varint(&u)) return false;
+    *v = static_cast<int64_t>(u >> 1) ^ -static_cast<int64_t>(u & 1);
+    return true;
+  }
+  bool Skip(size_t k) {
+    if (n_ - pos_ < k) return false;
+    pos_ += k;
+    return true;
+  }
+  bool Byte(uint8_t* b) {
+    if (pos_ >= n_) return false;
+    *b = p_[pos_++];
+    return true;
+  }
+  // Skips one value of compact type `t`.
+  bool SkipValue(int t, int depth) {
+    if (depth > 16) return false;
+    uint64_t u;
+    switch (t) {
+      case 1: case 2: return true;           // bool in a field header
+      case 3: return Skip(1);                // byte
+      case 4: case 5: case 6: return Varint(&u);
+      case 7: return Skip(8);                // double
+      case 8: return Varint(&u) && Skip(u);  // binary
+      case 9: case 10: {                     // list, set
+        uint8_t h;
+        if (!Byte(&h)) return false;
+        uint64_t size = h >> 4;
+        int et = h & 0x0f;
+        if (size == 15 && !Varint(&size)) return false;
+        for (uint64_t i = 0; i < size; ++i)
+          if (!(et == 1 || et == 2 ? Skip(1) : SkipValue(et, depth + 1))) return false;
+        return true;
+      }
+      case 11: {  // map
+        uint64_t size;
+        if (!Varint(&size)) return false;
+        if (size == 0) return true;
+        uint8_t kv;
+        if (!Byte(&kv)) return false;
+        for (uint64_t i = 0; i < size; ++i)
+          if (!SkipValue(kv >> 4, depth + 1) || !SkipValue(kv & 0x0f, depth + 1)) return false;
+        return true;
+      }
+      case 12: return Struct(depth + 1, [](int16_t, int) { return 0; });
+      default: return false;
+    }
+  }
+  // Walks a struct; on_field(id, type) returns 1 if it consumed the value, 0 to skip it,
+  // -1 on error.
+  template <typename F>
+  bool Struct(int depth, F on_field) {
+    int16_t last = 0;
+    for (;;) {
+      uint8_t h;
+      if (!Byte(&h)) return false;
+      if (h == 0) return true;
+      int t = h & 0x0f;
+      int16_t id;
+      if (h >> 4) {
+        id = static_cast<int16_t>(last + (h >> 4));
+      } else {
+        int64_t v;
+        if (!ZigZag(&v)) return false;
+        id = static_cast<int16_t>(v);
+      }
+      last = id;
+      int r = on_field(id, t);
+      if (r < 0) return false;
+      if (r == 0 && !SkipValue(t, depth)) return false;
+    }
+  }
+  bool I32(int t, int32_t* v) {
+    int64_t x;
+    if (t != 5 || !ZigZag(&x)) return false;
+    *v = static_cast<int32_t>(x);
+    return true;
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+// Parses a PageHeader at the start of p[0, n). False if it does not fit or is malformed.
+bool ParsePageHeader(const uint8_t* p, size_t n, PageHeaderInfo* h) {
+  CompactReader r(p, n);
+  bool ok = r.Struct(0, [&](int16_t id, int t) -> int {
+    switch (id) {
+      case 1: return r.I32(t, &h->type) ? 1 : -1;
+      case 2: return r.I32(t, &h->uncompressed_size) ? 1 : -1;
+      case 3: return r.I32(t, &h->compressed_size) ? 1 : -1;
+      case 5:
+        if (t != 12) return -1;
+        return r.Struct(1, [&](int16_t id2, int t2) -> int {
+                 if (id2 == 1) return r.I32(t2, &h->num_values) ? 1 : -1;
+                 if (id2 == 2) return r.I32(t2, &h->encoding) ? 1 : -1;
+                 return 0;
+               })
+                   ? 1
+                   : -1;
+      default: return 0;
+    }
+  });
+  h->header_len = r.pos();
+  return ok;
+}
+
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);  // little-endian hosts only
+  return v;
+}
+
+// Where the values of one data page lie.
+struct PageValues {
+  std::vector<std::pair<uint64_t, uint32_t>> values;  // (file offset, length) per row
+  uint64_t page_offset = 0;
+  std::vector<uint8_t> bytes;  // the whole page when its values are small; else empty
+};
+
 class ParquetDataset final : public Dataset {
  public:
   static Result<std::unique_ptr<ParquetDataset>> Open(const std::string& path,
@@ -229,6 +388,8 @@ class ParquetDataset final : public Dataset {
     ds->path_ = path;
     STOKER_ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
     ds->file_ = std::make_shared<EnvArrowFile>(std::move(file));
+    auto raw = env->NewRandomAccessFile(path);
+    if (raw.ok()) ds->raw_ = std::move(raw).value();
     try {
       ds->props_.enable_buffered_stream();
       ds->props_.set_buffer_size(1 << 20);
@@ -244,6 +405,13 @@ class ParquetDataset final : public Dataset {
   uint64_t size() const override { return n_; }
   const std::vector<ShardInfo>& shards() const override { return shards_; }
   std::string format() const override { return "parquet"; }
+  // Pages read so far that the direct path could use (for tests).
+  size_t direct_pages() const {
+    std::lock_guard<std::mutex> lk(page_mu_);
+    size_t k = 0;
+    for (const auto& [key, pv] : page_cache_) k += pv != nullptr;
+    return k;
+  }
   std::vector<std::string> index_errors() const override { return skipped_; }
   bool random_access_is_cheap() const override { return page_index_; }
   std::string Location(uint64_t i) const override {
@@ -262,6 +430,7 @@ class ParquetDataset final : public Dataset {
       return InvalidArgument("{}: sample index {} out of range ({} rows)", path_, index, n_);
     auto [rg, off] = Locate(index);
     try {
+      if (direct_) return ReadDirect(rg, off, index, out);
       std::unique_ptr<Cursor> cur = TakeCursor(rg, off, index);
       if (cur) {
         Status st = ReadRow(cur.get(), index, out);
@@ -354,8 +523,178 @@ class ParquetDataset final : public Dataset {
         cp.usable = true;
         cp.codec = ccmd->compression();
         cp.pages = oi->page_locations();
+        const parquet::ColumnDescriptor* d = schema->Column(cols_[c].index);
+        cp.direct = raw_ && cp.codec == parquet::Compression::UNCOMPRESSED &&
+                    d->max_repetition_level() == 0 && cols_[c].type != parquet::Type::BOOLEAN;
       }
     }
+    direct_ = page_index_;
+    return Status::OK();
+  }
+
+  // ---- direct page reads (see PageValues) ----
+
+  // The values of page p of column chunk (rg, k); nullptr when the page is not one the
+  // direct path reads (Arrow's readers take it).
+  Result<std::shared_ptr<const PageValues>> DirectPage(int rg, size_t k, size_t p) const {
+    const uint64_t key = (static_cast<uint64_t>(rg) << 40) | (static_cast<uint64_t>(k) << 28) | p;
+    {
+      std::lock_guard<std::mutex> lk(page_mu_);
+      auto it = page_cache_.find(key);
+      if (it != page_cache_.end()) return it->second;
+    }
+    const ChunkPages& cp = pages_[rg][k];
+    const parquet::PageLocation& loc = cp.pages[p];
+    const Col& col = cols_[k];
+    std::shared_ptr<PageValues> pv;
+    if (cp.direct && loc.offset >= 0 && loc.compressed_page_size > 0) {
+      uint64_t page_size = static_cast<uint64_t>(loc.compressed_page_size);
+      thread_local std::vector<uint8_t> prefix;
+      prefix.resize(std::min<uint64_t>(page_size, 1024));
+      STOKER_RETURN_IF_ERROR(raw_->ReadExact(loc.offset, prefix.size(), prefix.data()));
+      PageHeaderInfo h;
+      if (ParsePageHeader(prefix.data(), prefix.size(), &h) && h.type == 0 && h.encoding == 0 &&
+          h.num_values > 0 && h.compressed_size == h.uncompressed_size &&
+          h.header_len + static_cast<uint64_t>(h.compressed_size) == page_size) {
+        pv = std::make_shared<PageValues>();
+        pv->page_offset = static_cast<uint64_t>(loc.offset);
+        bool small = page_size <= 1024 || page_size / static_cast<uint64_t>(h.num_values) <= 2048;
+        if (small && page_size > prefix.size()) {
+          pv->bytes.resize(page_size);
+          STOKER_RETURN_IF_ERROR(raw_->ReadExact(loc.offset, page_size, pv->bytes.data()));
+        } else if (small) {
+          pv->bytes = prefix;
+        }
+        if (!LocateValues(col, h, page_size, prefix, pv.get())) pv.reset();
+      }
+    }
+    std::lock_guard<std::mutex> lk(page_mu_);
+    if (page_cache_bytes_ > kPageCacheBytes || page_cache_.size() > kPageCacheEntries) {
+      page_cache_.clear();
+      page_cache_bytes_ = 0;
+    }
+    page_cache_bytes_ += 64 + (pv ? pv->bytes.size() + 16 * pv->values.size() : 0);
+    return page_cache_.emplace(key, std::move(pv)).first->second;
+  }
+
+  // Fills pv->values for a v1 PLAIN page: skips the definition levels (which must say
+  // "no nulls"), then walks the values. Lengths of large BYTE_ARRAY values that lie past
+  // the prefix are read with small preads.
+  bool LocateValues(const Col& col, const PageHeaderInfo& h, uint64_t page_size,
+                    const std::vector<uint8_t>& prefix, PageValues* pv) const {
+    const bool have_all = !pv->bytes.empty();
+    auto load4 = [&](uint64_t pos, uint32_t* v) -> bool {
+      if (pos + 4 > page_size) return false;
+      if (have_all) {
+        *v = LoadU32(pv->bytes.data() + pos);
+        return true;
+      }
+      if (pos + 4 <= prefix.size()) {
+        *v = LoadU32(prefix.data() + pos);
+        return true;
+      }
+      uint8_t b[4];
+      if (!raw_->ReadExact(pv->page_offset + pos, 4, b).ok()) return false;
+      *v = LoadU32(b);
+      return true;
+    };
+    uint64_t pos = h.header_len;
+    const uint64_t n = static_cast<uint64_t>(h.num_values);
+    if (col.max_def > 0) {
+      // Definition levels: u32 length, then an RLE/bit-packed hybrid run. Only a single
+      // RLE run of max_def over every value (no nulls) is read here.
+      uint32_t len;
+      if (!load4(pos, &len) || len < 2 || len > 16 || pos + 4 + len > page_size) return false;
+      uint8_t run[16];
+      for (uint32_t i = 0; i < len; ++i) {
+        uint64_t q = pos + 4 + i;
+        if (have_all) run[i] = pv->bytes[q];
+        else if (q < prefix.size()) run[i] = prefix[q];
+        else return false;
+      }
+      CompactReader rr(run, len);
+      uint64_t header;
+      uint8_t value;
+      if (!rr.Varint(&header) || (header & 1) || (header >> 1) < n || !rr.Byte(&value) ||
+          value != col.max_def || rr.pos() != len)
+        return false;
+      pos += 4 + len;
+    }
+    pv->values.reserve(n);
+    size_t width = 0;
+    switch (col.type) {
+      case parquet::Type::INT32: case parquet::Type::FLOAT: width = 4; break;
+      case parquet::Type::INT64: case parquet::Type::DOUBLE: width = 8; break;
+      case parquet::Type::FIXED_LEN_BYTE_ARRAY: width = static_cast<size_t>(col.type_length); break;
+      case parquet::Type::BYTE_ARRAY: width = 0; break;
+      default: return false;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t len = static_cast<uint32_t>(width);
+      if (width == 0) {
+        if (!load4(pos, &len)) return false;
+        pos += 4;
+      }
+      if (len > page_size - pos) return false;
+      pv->values.push_back({pv->page_offset + pos, len});
+      pos += len;
+    }
+    return pos == page_size;
+  }
+
+  // Column k of row `off` of row group rg through a direct page read. False: not possible.
+  Result<bool> DirectColumn(int rg, int64_t off, size_t k, uint64_t index,
+                            std::vector<uint8_t>* buf, Sample* out) const {
+    const ChunkPages& cp = pages_[rg][k];
+    if (!cp.direct) return false;
+    auto it = std::upper_bound(cp.pages.begin(), cp.pages.end(), off,
+                               [](int64_t v, const parquet::PageLocation& p) {
+                                 return v < p.first_row_index;
+                               });
+    if (it == cp.pages.begin()) return false;
+    size_t p = static_cast<size_t>(it - cp.pages.begin()) - 1;
+    STOKER_ASSIGN_OR_RETURN(auto pv, DirectPage(rg, k, p));
+    if (!pv) return false;
+    uint64_t row = static_cast<uint64_t>(off - cp.pages[p].first_row_index);
+    if (row >= pv->values.size()) return false;
+    auto [foff, len] = pv->values[row];
+    const Col& c = cols_[k];
+    std::vector<uint8_t>* dst = buf;
+    if (c.role == Role::kField) dst = &AddFieldForOverwrite(out, c.name)->data;
+    if (!pv->bytes.empty()) {
+      const uint8_t* src = pv->bytes.data() + (foff - pv->page_offset);
+      dst->assign(src, src + len);
+    } else {
+      dst->resize(len);
+      Status st = raw_->ReadExact(foff, len, dst->data());
+      if (!st.ok())
+        return st.WithContext(fmt::format("{}: row {}: column '{}'", path_, index, c.name));
+    }
+    if (c.role == Role::kKey) {
+      out->key.assign(dst->begin(), dst->end());
+    } else if (c.role == Role::kLabel) {
+      if (c.type == parquet::Type::INT32 && len == 4) {
+        int32_t v;
+        std::memcpy(&v, dst->data(), 4);
+        out->label = v;
+      } else if (len == 8) {
+        int64_t v;
+        std::memcpy(&v, dst->data(), 8);
+        out->label = v;
+      }
+    }
+    return true;
+  }
+
+  // Every column of a row: direct page reads where possible, else Arrow's readers for that
+  // column's page.
+  Status ReadDirect(int rg, int64_t off, uint64_t index, Sample* out) const {
+    thread_local std::vector<uint8_t> buf;
+    for (size_t k = 0; k < cols_.size(); ++k) {
+      STOKER_ASSIGN_OR_RETURN(bool done, DirectColumn(rg, off, k, index, &buf, out));
+      if (!done) STOKER_RETURN_IF_ERROR(ReadColumnViaPageIndex(rg, off, index, k, &buf, out));
+    }
+    Finish(index, out);
     return Status::OK();
   }
 
@@ -448,10 +787,20 @@ class ParquetDataset final : public Dataset {
   }
 
   Status ReadViaPageIndex(int rg, int64_t off, uint64_t index, Sample* out) const {
+    std::vector<uint8_t> buf;
+    for (size_t k = 0; k < cols_.size(); ++k)
+      STOKER_RETURN_IF_ERROR(ReadColumnViaPageIndex(rg, off, index, k, &buf, out));
+    Finish(index, out);
+    return Status::OK();
+  }
+
+  // One column of a row: Arrow's page and column readers over the page holding the row.
+  Status ReadColumnViaPageIndex(int rg, int64_t off, uint64_t index, size_t k,
+                                std::vector<uint8_t>* bufp, Sample* out) const {
     const parquet::SchemaDescriptor* schema = reader_->metadata()->schema();
     int64_t rg_rows = static_cast<int64_t>(rg_start_[rg + 1] - rg_start_[rg]);
-    std::vector<uint8_t> buf;
-    for (size_t k = 0; k < cols_.size(); ++k) {
+    std::vector<uint8_t>& buf = *bufp;
+    {
       const ChunkPages& cp = pages_[rg][k];
       auto it = std::upper_bound(cp.pages.begin(), cp.pages.end(), off,
                                  [](int64_t v, const parquet::PageLocation& p) {
@@ -481,7 +830,6 @@ class ParquetDataset final : public Dataset {
                        path_, index, cols_[k].name);
       ReadColumn(k, cr.get(), index, &buf, out);
     }
-    Finish(index, out);
     return Status::OK();
   }
 
@@ -497,6 +845,14 @@ class ParquetDataset final : public Dataset {
   uint64_t n_ = 0;
   std::vector<ShardInfo> shards_;
   std::vector<std::string> skipped_;
+
+  std::unique_ptr<stoker::RandomAccessFile> raw_;  // direct page reads
+  bool direct_ = false;
+  static constexpr uint64_t kPageCacheBytes = 64ull << 20;
+  static constexpr size_t kPageCacheEntries = 1u << 20;
+  mutable std::mutex page_mu_;  // guards page_cache_ and page_cache_bytes_
+  mutable std::unordered_map<uint64_t, std::shared_ptr<const PageValues>> page_cache_;
+  mutable uint64_t page_cache_bytes_ = 0;
 
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Cursor>> cursors_;
@@ -660,6 +1016,11 @@ Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path
   return ParquetWriter::Open(path, opts);
 }
 
+int ParquetDirectPages(const Dataset& ds) {
+  const auto* p = dynamic_cast<const ParquetDataset*>(&ds);
+  return p ? static_cast<int>(p->direct_pages()) : -1;
+}
+
 #else  // !STOKER_HAVE_PARQUET
 
 bool ParquetAvailable() { return false; }
@@ -675,6 +1036,8 @@ Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path
                        "the venv and re-run cmake; see docs/storage.md): format 'parquet' is "
                        "unavailable", path);
 }
+
+int ParquetDirectPages(const Dataset&) { return -1; }
 
 #endif
 

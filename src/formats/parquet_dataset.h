@@ -31,5 +31,8 @@ Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
                                                     const DatasetOptions& opts);
 Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,
                                                          const WriterOptions& opts);
+// Pages of `ds` (a Parquet dataset) read so far by direct page reads; -1 if `ds` is not a
+// Parquet dataset. For tests.
+int ParquetDirectPages(const Dataset& ds);
 
 }  // namespace stoker

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "formats/builtin.h"
 #include "formats/checksum.h"
+#include "formats/sample_buffers.h"
 #include "formats/wds.h"  // ResolveShardList, FormatShardPattern
 
 namespace stoker {
@@ -320,8 +321,48 @@ Status TFRecordFileWriter::Finish() {
 // ---------------------------------------------------------------------------------------
 // Example <-> Sample
 
+namespace {
+
+// Checksums a record while its bytes values are copied out: the gaps between copied values
+// go through Crc32c, the values through Crc32cCopy, so the record is read once.
+struct CrcTrack {
+  const uint8_t* record = nullptr;
+  size_t n = 0;
+  size_t pos = 0;     // bytes [0, pos) are in crc
+  uint32_t crc = 0;
+  bool in_order = true;  // false: values came out of wire order; checksum the whole record
+  uint32_t Finish() {
+    if (!in_order) return Crc32c(record, n);
+    return Crc32c(record + pos, n - pos, crc);
+  }
+};
+
+void CopyValue(const uint8_t* record, size_t off, size_t len, CrcTrack* t, Field* f) {
+  if (t && t->in_order && off >= t->pos) {
+    t->crc = Crc32c(record + t->pos, off - t->pos, t->crc);
+    f->data.resize(len);
+    t->crc = Crc32cCopy(f->data.data(), record + off, len, t->crc);
+    t->pos = off + len;
+    return;
+  }
+  if (t) t->in_order = false;
+  f->data.assign(record + off, record + off + len);
+}
+
+Status ExampleToSampleImpl(const uint8_t* record, const std::vector<ExampleFeature>& feats,
+                           bool raw_names, Sample* out, CrcTrack* track);
+
+}  // namespace
+
 Status ExampleToSample(const uint8_t* record, const std::vector<ExampleFeature>& feats,
                        bool raw_names, Sample* out) {
+  return ExampleToSampleImpl(record, feats, raw_names, out, nullptr);
+}
+
+namespace {
+
+Status ExampleToSampleImpl(const uint8_t* record, const std::vector<ExampleFeature>& feats,
+                           bool raw_names, Sample* out, CrcTrack* track) {
   static const char* kLabelKeys[] = {"image/class/label", "label", "cls"};
   int label_feat = -1;
   for (const char* k : kLabelKeys) {
@@ -346,8 +387,8 @@ Status ExampleToSample(const uint8_t* record, const std::vector<ExampleFeature>&
       }
       std::string name = (!raw_names && !has_jpg && f.name == "image/encoded") ? "jpg" : f.name;
       for (size_t v = 0; v < f.bytes.size(); ++v) {
-        Field* fld = out->AddField(v == 0 ? name : fmt::format("{}#{}", name, v));
-        fld->data.assign(record + f.bytes[v].first, record + f.bytes[v].first + f.bytes[v].second);
+        Field* fld = AddFieldForOverwrite(out, v == 0 ? name : fmt::format("{}#{}", name, v));
+        CopyValue(record, f.bytes[v].first, f.bytes[v].second, track, fld);
       }
     } else if (f.kind == ExampleFeature::Kind::kInt64) {
       Field* fld = out->AddField(f.name);
@@ -364,6 +405,8 @@ Status ExampleToSample(const uint8_t* record, const std::vector<ExampleFeature>&
   }
   return Status::OK();
 }
+
+}  // namespace
 
 void SampleToExample(const Sample& s, std::vector<uint8_t>* out) {
   ExampleBuilder b;
@@ -606,14 +649,27 @@ Status TFRecordDataset::Read(uint64_t index, Sample* out) const {
     return Corrupt("{}: record {} at offset {}: length {} differs from the index ({})", s.path,
                    local, e.offset, len, e.length());
   const uint8_t* data = frame.data() + kTFRecordHeader;
-  if (opts_.verify_crc)
-    STOKER_RETURN_IF_ERROR(CheckTFRecordData(data, len, data + len, s.path, local, e.offset));
+  // Decode first, then check the data CRC while the values are copied out (one pass over
+  // the record instead of a checksum pass plus a copy). A record that does not decode is
+  // reported as a CRC error when its CRC is wrong too.
   Status st = DecodeExample(data, len, &feats);
-  if (!st.ok())
+  if (!st.ok()) {
+    if (opts_.verify_crc)
+      STOKER_RETURN_IF_ERROR(CheckTFRecordData(data, len, data + len, s.path, local, e.offset));
     return st.WithContext(fmt::format("{}: record {} at offset {}", s.path, local, e.offset));
+  }
   out->key = fmt::format("{}/{}", s.stem, local);
   out->location = fmt::format("{}:record {} (offset {})", s.path, local, e.offset);
-  return ExampleToSample(data, feats, opts_.raw_names, out);
+  CrcTrack track;
+  track.record = data;
+  track.n = len;
+  st = ExampleToSampleImpl(data, feats, opts_.raw_names, out, opts_.verify_crc ? &track : nullptr);
+  if (!st.ok() || !opts_.verify_crc) return st;
+  if (track.Finish() != UnmaskCrc32c(Le32(data + len))) {
+    out->Clear();
+    return Corrupt("{}: record {} at offset {}: bad data CRC", s.path, local, e.offset);
+  }
+  return Status::OK();
 }
 
 std::string TFRecordDataset::Key(uint64_t index) const {

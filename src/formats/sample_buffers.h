@@ -1,0 +1,20 @@
+// Helpers for readers that fill a Sample's reused field buffers.
+#pragma once
+
+#include <string>
+
+#include "formats/dataset.h"
+
+namespace stoker {
+
+// Like Sample::AddField, but the spare buffer keeps its previous size: resizing it to the
+// next value then zero-fills only the growth, and the reader overwrites every byte (pread
+// straight into it, or a copy). Saves a memset of each value on recycled samples.
+inline Field* AddFieldForOverwrite(Sample* s, const std::string& name) {
+  if (s->num_fields == s->fields.size()) s->fields.emplace_back();
+  Field* f = &s->fields[s->num_fields++];
+  f->name = name;
+  return f;
+}
+
+}  // namespace stoker
