@@ -1,25 +1,40 @@
 #!/usr/bin/env python3
 """Does iterating stoker.Pipeline from Python cost throughput?
 
-Compares, on the same dataset and configuration, in one run, interleaved (A B C D, A B C D,
-...) so that machine load drifts hit every variant alike:
+Compares, on the same dataset and the same engine configuration, in one run:
 
   cpp     the engine driven by a C++ loop inside the extension (_stoker._cpp_drain):
-          no Python per batch at all
-  cli     `stoker bench pipeline --json` (the C++ binary), when it is built
+          no Python per batch at all. The reference.
   numpy   `for b in stoker.Pipeline(...)` yielding NumPy arrays
-  torch   the same, yielding PyTorch tensors through DLPack
+  torch   the same, yielding PyTorch tensors through DLPack (when torch imports)
+  cli     `stoker bench pipeline` (the C++ binary), when it is built. Its samples/s is the
+          binary's own figure, which includes start-up: shown for reference, not in the
+          ratios.
 
-and prints samples/s per repetition, the medians and the ratios against cpp. The target
-(issue 4) is numpy/cpp and torch/cpp >= 0.95.
+Robustness on a shared machine:
+  * one untimed warm-up run first (page cache, lazy library loads);
+  * repetitions interleaved, and the order of the variants rotated every repetition, so
+    that load drifts and position effects hit every variant alike;
+  * per variant: median, min, max and spread ((max - min) / median) of samples/s;
+  * ratios two ways: median(variant) / median(cpp), and the median of the per-repetition
+    paired ratios (each variant against the cpp run of the same repetition);
+  * CPU time per sample (user + system of the whole process, engine threads included,
+    over the whole run: creation, warm-up batch and all epochs), which load on other
+    cores disturbs much less than wall time;
+  * load average before and after, date, commit, command line: in the output and --json.
 
-    PYTHONPATH=build-py/python .venv/bin/python bench/python_overhead.py \
-        [--data DIR] [--count 600] [--batch 64] [--image-size 160] [--reps 3] [--epochs 1]
+The target (issue 4) is numpy/cpp and torch/cpp >= 0.95. A ratio is called conclusive only
+when its distance from 0.95 exceeds the spread of the cpp runs.
+
+    PYTHONPATH=build-python/python .venv/bin/python bench/python_overhead.py \
+        [--data DIR] [--count 600] [--batch 64] [--image-size 160] [--reps 5] [--epochs 2]
 """
 
 import argparse
+import datetime
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,18 +44,24 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+TARGET = 0.95
 
 
-def find_stoker_binary():
-    for b in ("build-py", "build", "build-release"):
-        p = os.path.join(ROOT, b, "stoker")
-        if os.path.exists(p):
+def find_stoker_binary(stoker):
+    """The CLI next to the extension's build tree, else build-python/, build/, PATH."""
+    ext = getattr(stoker._errors._ext, "__file__", None)
+    cands = []
+    if ext:  # <build>/python/stoker/_stoker*.so -> <build>/stoker
+        cands.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(ext))),
+                                  "stoker"))
+    cands += [os.path.join(ROOT, b, "stoker") for b in ("build-python", "build-py", "build")]
+    for p in cands:
+        if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
     return shutil.which("stoker")
 
 
-def make_data(out, count):
-    exe = find_stoker_binary()
+def make_data(exe, out, count):
     if exe:
         r = subprocess.run([exe, "gen", "images", "--out", out, "--count", str(count)],
                            capture_output=True)
@@ -51,97 +72,192 @@ def make_data(out, count):
     return out
 
 
+def _cpu():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def run_python(stoker, data, kw, epochs, output):
+    c0 = _cpu()
     p = stoker.Pipeline(data, output=output, **kw)
+    total = p.samples_per_epoch * epochs
     samples = 0
     seconds = 0.0
     for e in range(epochs):
         p.set_epoch(e)
         it = iter(p)
-        first = next(it)  # warm-up batch excluded, as in the C++ drain
+        first = next(it)  # the first batch of each epoch is excluded, as in the C++ drain
         del first
         t0 = time.perf_counter()
         for b in it:
             samples += len(b["label"])
         seconds += time.perf_counter() - t0
     p.close()
-    return samples / seconds
+    cpu = _cpu() - c0
+    return {"samples_per_s": samples / seconds, "cpu_us_per_sample": 1e6 * cpu / total}
 
 
 def run_cpp(stoker, data, kw, epochs):
-    p = stoker.Pipeline(data, **kw)  # only to build the same option dict
+    c0 = _cpu()
+    p = stoker.Pipeline(data, **kw)  # builds the very option dict the Python variants use
     opts = dict(p._options)
+    total = p.samples_per_epoch * epochs
     p.close()
     r = stoker._errors._ext._cpp_drain(opts, epochs=epochs, warmup_batches=1)
-    return r["samples_per_s"]
+    cpu = _cpu() - c0
+    return {"samples_per_s": r["samples_per_s"], "cpu_us_per_sample": 1e6 * cpu / total}
 
 
-def run_cli(exe, data, kw, epochs):
+def cli_command(exe, data, kw, epochs, json_path):
     cmd = [exe, "bench", "pipeline", "--data", data, "--batch", str(kw["batch_size"]),
            "--image-size", str(kw["image_size"]), "--mode", kw["decode"], "--seed",
-           str(kw["seed"]), "--epochs", str(epochs), "--json"]
+           str(kw["seed"]), "--epochs", str(epochs), "--json", json_path, "--quiet"]
     if kw.get("threads", "auto") != "auto":
         cmd += ["--threads", str(kw["threads"])]
+    return cmd
+
+
+def run_cli(cmd, json_path):
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
-        return None, " ".join(cmd) + ": " + (r.stderr.strip().splitlines() or ["failed"])[-1]
-    return json.loads(r.stdout)["samples_per_s"], " ".join(cmd)
+        raise RuntimeError(" ".join(cmd) + ": " + (r.stderr.strip().splitlines() or
+                                                   ["failed"])[-1])
+    with open(json_path) as f:
+        j = json.load(f)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return {"samples_per_s": j["samples_per_s"],
+            "cpu_us_per_sample": 1e6 * cpu / max(1, j["samples"])}
 
 
-def main():
+def describe(values):
+    med = statistics.median(values)
+    return {"median": med, "min": min(values), "max": max(values),
+            "spread": (max(values) - min(values)) / med if med > 0 else None}
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--",
+                                "src", "python", "bench/python_overhead.py"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head + ("+local changes" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="image folder (default: generate --count JPEGs)")
     ap.add_argument("--count", type=int, default=600)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--image-size", type=int, default=160)
-    ap.add_argument("--decode", default="train", choices=["train", "val", "raw"])
-    ap.add_argument("--threads", default="auto")
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--no-cli", action="store_true")
+    ap.add_argument("--decode", default="train", choices=["train", "val"])
+    ap.add_argument("--threads", default="auto", help="engine threads: auto or N")
+    ap.add_argument("--epochs", type=int, default=2, help="epochs per timed run")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions")
+    ap.add_argument("--no-cli", action="store_true", help="leave out `stoker bench pipeline`")
+    ap.add_argument("--no-torch", action="store_true", help="leave out the torch variant")
     ap.add_argument("--json", help="write the results here")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if a.reps < 1 or a.epochs < 1 or a.batch < 1:
+        ap.error("--reps, --epochs and --batch must be >= 1")
     import stoker
     if not stoker.extension_available():
         print(f"stoker's extension is not built: {stoker.extension_error()}", file=sys.stderr)
         return 2
-    data = a.data or make_data(tempfile.mkdtemp(prefix="stoker-pyov-"), a.count)
+    exe = find_stoker_binary(stoker)
+    tmp = tempfile.mkdtemp(prefix="stoker-pyov-")
+    data = a.data or make_data(exe, os.path.join(tmp, "images"), a.count)
     threads = a.threads if a.threads == "auto" else int(a.threads)
     kw = dict(batch_size=a.batch, image_size=a.image_size, decode=a.decode, seed=1,
               threads=threads)
-    have_torch = True
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        have_torch = False
-    exe = None if a.no_cli else find_stoker_binary()
-    results = {"cpp": [], "numpy": [], "torch": [], "cli": []}
-    cli_cmd = None
+    variants = ["cpp", "numpy"]
+    if not a.no_torch:
+        try:
+            import torch  # noqa: F401
+            variants.append("torch")
+        except ImportError:
+            print("(torch variant skipped: torch does not import)", file=sys.stderr)
+    cli_json = os.path.join(tmp, "cli.json")
+    cmd = None
+    if exe and not a.no_cli:
+        cmd = cli_command(exe, data, kw, a.epochs, cli_json)
+        variants.append("cli")
+
+    def measure(v):
+        if v == "cpp":
+            return run_cpp(stoker, data, kw, a.epochs)
+        if v == "cli":
+            return run_cli(cmd, cli_json)
+        return run_python(stoker, data, kw, a.epochs, v)
+
+    load_before = os.getloadavg()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    print(f"{started:%Y-%m-%d %H:%M} UTC, commit {git_commit()}, load average "
+          f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"{os.cpu_count()} CPUs", flush=True)
+    print(f"configuration: {kw}, epochs per run {a.epochs}, data {data}", flush=True)
+    for v in list(variants):  # warm-up, untimed: page cache, lazy loads
+        try:
+            measure(v)
+        except RuntimeError as e:
+            print(f"({v} left out: {e})", file=sys.stderr)
+            variants.remove(v)
+    runs = {v: [] for v in variants}
     for rep in range(a.reps):
-        results["cpp"].append(run_cpp(stoker, data, kw, a.epochs))
-        if exe:
-            v, cli_cmd = run_cli(exe, data, kw, a.epochs)
-            if v is None:
-                print(f"(cli skipped: {cli_cmd})", file=sys.stderr)
-                exe = None
-            else:
-                results["cli"].append(v)
-        results["numpy"].append(run_python(stoker, data, kw, a.epochs, "numpy"))
-        if have_torch:
-            results["torch"].append(run_python(stoker, data, kw, a.epochs, "torch"))
-        print(f"rep {rep}: " + "  ".join(f"{k} {v[-1]:.1f}" for k, v in results.items() if v),
-              flush=True)
-    med = {k: statistics.median(v) for k, v in results.items() if v}
-    print(f"\nconfiguration: {kw}, data {data}, epochs {a.epochs}, reps {a.reps}")
-    print(f"median samples/s: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
-    for k in ("numpy", "torch", "cli"):
-        if k in med:
-            print(f"ratio {k}/cpp: {med[k] / med['cpp']:.3f}")
-    if cli_cmd:
-        print(f"cli command: {cli_cmd}")
+        k = rep % len(variants)
+        order = variants[k:] + variants[:k]
+        for v in order:
+            runs[v].append(measure(v))
+        print(f"rep {rep} ({' '.join(order)}): " + "  ".join(
+            f"{v} {runs[v][-1]['samples_per_s']:.1f}/s {runs[v][-1]['cpu_us_per_sample']:.0f}us"
+            for v in variants), flush=True)
+    load_after = os.getloadavg()
+
+    summary = {}
+    for v in variants:
+        summary[v] = {"samples_per_s": describe([r["samples_per_s"] for r in runs[v]]),
+                      "cpu_us_per_sample": describe([r["cpu_us_per_sample"] for r in runs[v]])}
+    print(f"\n{'variant':<8} {'median/s':>9} {'min':>8} {'max':>8} {'spread':>7} "
+          f"{'cpu us/sample':>14}")
+    for v in variants:
+        s, c = summary[v]["samples_per_s"], summary[v]["cpu_us_per_sample"]
+        print(f"{v:<8} {s['median']:>9.1f} {s['min']:>8.1f} {s['max']:>8.1f} "
+              f"{100 * s['spread']:>6.1f}% {c['median']:>14.0f}")
+    noise = summary["cpp"]["samples_per_s"]["spread"]
+    ratios = {}
+    for v in ("numpy", "torch"):
+        if v not in runs:
+            continue
+        of_medians = summary[v]["samples_per_s"]["median"] / summary["cpp"]["samples_per_s"][
+            "median"]
+        paired = statistics.median(r["samples_per_s"] / c["samples_per_s"]
+                                   for r, c in zip(runs[v], runs["cpp"]))
+        cpu = summary[v]["cpu_us_per_sample"]["median"] / summary["cpp"]["cpu_us_per_sample"][
+            "median"]
+        conclusive = abs(paired - TARGET) > noise
+        verdict = ("met" if paired >= TARGET else "missed") if conclusive else "inconclusive"
+        ratios[v] = {"of_medians": of_medians, "paired_median": paired, "cpu_per_sample": cpu,
+                     "target": TARGET, "verdict": verdict}
+        print(f"ratio {v}/cpp: {of_medians:.3f} (medians), {paired:.3f} (paired median); "
+              f"CPU per sample {cpu:.3f}x cpp; target >= {TARGET}: {verdict} "
+              f"(cpp spread {100 * noise:.1f}%)")
+    print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    if cmd:
+        print(f"cli command: {' '.join(cmd)}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"config": kw, "runs": results, "median": med}, f, indent=2)
+            json.dump({"date_utc": started.isoformat(timespec="seconds"),
+                       "commit": git_commit(), "command": [sys.executable] + sys.argv,
+                       "load_before": load_before, "load_after": load_after,
+                       "cpus": os.cpu_count(), "config": kw, "epochs": a.epochs,
+                       "reps": a.reps, "data": data, "cli_command": cmd, "runs": runs,
+                       "summary": summary, "ratios": ratios}, f, indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)  # generated images and the CLI's JSON
     return 0
 
 

@@ -212,8 +212,11 @@ pyb::dict CppDrain(const pyb::dict& options, int epochs, int warmup_batches) {
           if (IsEndOfStream(r.status())) break;
           throw StatusError(r.status());
         }
-        if (seen++ == warmup_batches) t0 = std::chrono::steady_clock::now();
-        if (seen > warmup_batches) {
+        // The clock starts when the last warm-up batch arrives; the batches after it count.
+        // (As bench/python_overhead.py times Python: N - w batches over N - w intervals.)
+        if (++seen == warmup_batches) {
+          t0 = std::chrono::steady_clock::now();
+        } else if (seen > warmup_batches) {
           samples += (*r)->size;
           ++batches;
         }

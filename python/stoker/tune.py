@@ -832,7 +832,8 @@ def tune_dataloader(dataset, batch_size, *, time_budget=60.0, num_workers=None,
     # 3. Hazards the trials measured.
     fixes = []
     if recommended is not None:
-        hazards += _measured_hazards(trials, recommended, torch, tuner)
+        objects = [h for h in hazards if h.kind == "python-objects"]
+        hazards += _measured_hazards(trials, recommended, torch, tuner, objects)
         kf = recommended.kernel_frac
         if kf is not None and kf >= KERNEL_FRAC_HAZARD:
             evidence = (f"{100 * kf:.0f}% of the loading processes' CPU time is in the kernel"
@@ -874,21 +875,31 @@ def tune_dataloader(dataset, batch_size, *, time_budget=60.0, num_workers=None,
     return result
 
 
-def _measured_hazards(trials, recommended, torch, tuner):
+def _measured_hazards(trials, recommended, torch, tuner, objects=()):
     hazards = []
     grown = [t for t in trials if t.mem_growth_mb is not None and
              t.mem_growth_mb >= MEM_GROWTH_HAZARD_MB and
              (t.mem_growth_kb_per_sample or 0) >= MEM_GROWTH_HAZARD_KB_PER_SAMPLE]
     if grown:
         t = max(grown, key=lambda x: x.mem_growth_kb_per_sample)
+        n = _safe_len(tuner.dataset)
+        if objects:
+            # The scan found the cause: Python objects whose refcounts each read touches.
+            fix = (f"the copy-on-read of Python objects under fork ({objects[0].message}): "
+                   "keep the Dataset's metadata in NumPy arrays / pyarrow / tensors instead of "
+                   "lists of Python objects")
+        else:
+            fix = ("no large Python container was found on the Dataset, so this is the "
+                   "worker's own memory (a cache in the Dataset, allocator heap growth while "
+                   "warming up, or Python objects the scan did not reach): check that it levels "
+                   "off over a longer run and bound any per-worker cache; if the Dataset keeps "
+                   "lists of Python objects, store them as NumPy arrays / pyarrow / tensors")
         hazards.append(Hazard(
             "memory-growth", "worker memory grows with every sample read",
             f"{t.setting.label()}: private memory of a worker grew {t.mem_growth_mb:.1f} MB "
             f"({t.mem_growth_kb_per_sample:.1f} KB per sample read); over an epoch of "
-            f"{tuner.dataset.__len__() if hasattr(tuner.dataset, '__len__') else '?'} samples "
-            f"that is up to {t.mem_growth_kb_per_sample * _safe_len(tuner.dataset) / 1e3:.0f} MB "
-            f"per worker", "the copy-on-read of Python objects under fork: keep the Dataset's "
-            "metadata in NumPy arrays / pyarrow / tensors instead of lists of Python objects"))
+            f"{n or '?'} samples that is up to {t.mem_growth_kb_per_sample * n / 1e3:.0f} MB "
+            f"per worker", fix))
     errors = [t for t in trials if t.error and ("CUDA" in t.error or "forked" in t.error)]
     if errors:
         hazards.append(Hazard(

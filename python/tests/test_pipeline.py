@@ -369,3 +369,14 @@ def test_numeric_threads_prefetch_and_epoch_arguments(image_folder):
     p.close()
     with pytest.raises(ValueError, match="closed"):
         iter(p)
+
+
+def test_cpp_drain_counts_like_the_python_timing(image_folder):
+    """bench/python_overhead.py compares _cpp_drain with Python iteration: both leave out
+    the first `warmup` batches of each epoch and time the rest from the last warm-up batch."""
+    p = stoker.Pipeline(image_folder, batch_size=4, **SMALL)
+    opts = cpp_options(p)
+    r = stoker._errors._ext._cpp_drain(opts, epochs=2, warmup_batches=1)
+    assert (r["batches"], r["samples"]) == (10, 40) and r["seconds"] > 0
+    r = stoker._errors._ext._cpp_drain(opts, epochs=1, warmup_batches=0)
+    assert (r["batches"], r["samples"]) == (6, 24)

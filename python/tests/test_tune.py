@@ -109,6 +109,8 @@ def test_memory_growth_of_python_object_lists():
     # Each random read copies about one 4 KiB page into the worker.
     assert w1.mem_growth_kb_per_sample > tune.MEM_GROWTH_HAZARD_KB_PER_SAMPLE
     assert "memory-growth" in kinds
+    g = next(h for h in r.hazards if h.kind == "memory-growth")
+    assert "copy-on-read" in g.fix and "dataset.samples" in g.fix  # the cause, named
 
 
 def test_numpy_metadata_has_no_growth_hazard():
