@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "doctor/doctor.h"
+#include "doctor/render.h"
 #include "telemetry/gpu_log.h"
 #include "telemetry/pipeline_metrics.h"
 
@@ -15,7 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     stoker::doctor::DoctorInputs in;
     in.gpu_logs.push_back(std::move(*log));
     auto r = stoker::doctor::Diagnose(in);
-    (void)r;
+    if (r.ok()) {  // every rendering of whatever the input made
+      (void)stoker::doctor::RenderText(*r);
+      (void)stoker::doctor::RenderJson(*r);
+      (void)stoker::doctor::RenderMarkdown(*r);
+      (void)stoker::doctor::RenderHtml(*r);
+    }
   }
   auto m = stoker::telemetry::ParsePipelineMetrics(s, "fuzz.json");
   (void)m;

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "doctor/doctor.h"
+#include "doctor/render.h"
 #include "telemetry/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,7 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     stoker::doctor::DoctorInputs in;
     in.traces.push_back(std::move(*t));
     auto r = stoker::doctor::Diagnose(in);
-    (void)r;
+    if (r.ok()) {  // every rendering of whatever the input made
+      (void)stoker::doctor::RenderText(*r);
+      (void)stoker::doctor::RenderJson(*r);
+      (void)stoker::doctor::RenderMarkdown(*r);
+      (void)stoker::doctor::RenderHtml(*r);
+    }
   }
   return 0;
 }

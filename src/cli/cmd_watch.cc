@@ -108,11 +108,14 @@ int Watch(const WatchFlags& f) {
   while (true) {
     int sig = g_signal.exchange(0);
     if (sig != 0) {
-      ::kill(-child, sig);
+      // The third Ctrl-C ends a command that ignores the first two.
+      int send = forwarded >= 2 ? SIGKILL : sig;
+      ::kill(-child, send);
       ++forwarded;
       if (tty) std::fprintf(stderr, "\r\033[K");
-      std::fprintf(stderr, "stoker watch: forwarded %s to the command\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fprintf(stderr, "stoker watch: forwarded %s to the command%s\n",
+                   send == SIGKILL ? "SIGKILL" : (sig == SIGINT ? "SIGINT" : "SIGTERM"),
+                   forwarded == 2 ? " (once more sends SIGKILL)" : "");
     }
     double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     telemetry::GpuSample host;

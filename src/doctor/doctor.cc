@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <regex>
+#include <set>
 
 namespace stoker::doctor {
 
@@ -77,8 +78,10 @@ void AddScaled(Fractions* acc, const Fractions& f, double w) {
   acc->other_gpu += f.other_gpu * w;
   acc->idle += f.idle * w;
   acc->idle_data += f.idle_data * w;
+  acc->idle_copy += f.idle_copy * w;
   acc->idle_sync += f.idle_sync * w;
   acc->idle_host += f.idle_host * w;
+  acc->idle_optimizer += f.idle_optimizer * w;
   acc->sync += f.sync * w;
   acc->optimizer += f.optimizer * w;
 }
@@ -114,6 +117,7 @@ RankReport AnalyzeTrace(const TraceSummary& t, const DoctorOptions& opts) {
   r.path = t.path;
   r.format = t.format;
   r.sync_calls = t.sync_calls;
+  r.d2h_copy_calls = t.d2h_call_count;
   r.launches = t.launches;
   r.peak_mem_bytes = t.peak_mem_bytes;
   if (t.dataloader_iter.find("SingleProcess") != std::string::npos) {
@@ -182,6 +186,7 @@ RankReport AnalyzeTrace(const TraceSummary& t, const DoctorOptions& opts) {
   };
 
   if (r.gpu) {
+    IntervalSet sync_like = Union(t.sync, t.d2h_calls);
     for (size_t gi = 0; gi < gpus.size(); ++gi) {
       const auto* g = gpus[gi];
       IntervalSet C = g->compute;
@@ -194,16 +199,27 @@ RankReport AnalyzeTrace(const TraceSummary& t, const DoctorOptions& opts) {
       IntervalSet Hx = Subtract(H, CM);
       IntervalSet Hpx = Subtract(g->h2d_pageable, CM);
       IntervalSet Ox = Subtract(O, Union(CM, H));
+      // GPU idle, attributed in priority order: the host waits for the DataLoader; the
+      // host is blocked in a copy call (a staged copy from pageable memory); the gap
+      // begins when a synchronization returns; otherwise the host is late launching.
       IntervalSet I = Subtract(wset, busy[gi]);
       IntervalSet Id = Intersect(I, t.data_wait);
       IntervalSet Irest = Subtract(I, t.data_wait);
-      IntervalSet Is = GapsAfterSync(Irest, t.sync);
+      IntervalSet Ic = Intersect(Irest, t.h2d_calls);
+      Irest = Subtract(Irest, t.h2d_calls);
+      // A blocking read-back (a DtoH copy: .item(), .cpu()) is a synchronization: the GPU
+      // idle while the host waits in it, and the gap after it returns, count as sync.
+      IntervalSet Ib = Intersect(Irest, t.d2h_calls);
+      Irest = Subtract(Irest, t.d2h_calls);
+      IntervalSet Is = Union(Ib, GapsAfterSync(Irest, sync_like));
       IntervalSet Ih = Subtract(Irest, Is);
+      IntervalSet Io = Intersect(Ih, t.optimizer);
       auto c = MeasureInWindows(C, win), mx = MeasureInWindows(Mx, win),
            mt = MeasureInWindows(M, win), mc = MeasureInWindows(MC, win),
            hx = MeasureInWindows(Hx, win), hpx = MeasureInWindows(Hpx, win),
            ox = MeasureInWindows(Ox, win), id = MeasureInWindows(Id, win),
-           is = MeasureInWindows(Is, win), ih = MeasureInWindows(Ih, win),
+           ic = MeasureInWindows(Ic, win), is = MeasureInWindows(Is, win),
+           ih = MeasureInWindows(Ih, win), io = MeasureInWindows(Io, win),
            ii = MeasureInWindows(I, win);
       GpuRow row;
       row.device = g->device;
@@ -233,8 +249,10 @@ RankReport AnalyzeTrace(const TraceSummary& t, const DoctorOptions& opts) {
         f.other_gpu = frac(ox, w);
         f.idle = frac(ii, w);
         f.idle_data = frac(id, w);
+        f.idle_copy = frac(ic, w);
         f.idle_sync = frac(is, w);
         f.idle_host = frac(ih, w);
+        f.idle_optimizer = frac(io, w);
         AddScaled(&per_step[w], f, 1.0 / static_cast<double>(gpus.size()));
         AddScaled(&row.f, f, T[w]);
         tot += T[w];
@@ -339,6 +357,8 @@ RankReport AnalyzeTrace(const TraceSummary& t, const DoctorOptions& opts) {
   add_lane("host: DataLoader wait", t.data_wait, "data");
   if (r.gpu) {
     add_lane("host: synchronize", t.sync, "sync");
+    if (!t.memcpy_calls.empty()) add_lane("host: cudaMemcpy calls", t.memcpy_calls, "copy");
+    if (!t.optimizer.empty()) add_lane("host: optimizer", t.optimizer, "optimizer");
     for (const auto* g : gpus) {
       std::string d = "GPU " + std::to_string(g->device);
       add_lane(d + " compute", g->compute, "compute");
@@ -484,7 +504,19 @@ PipelineReport AnalyzePipeline(const telemetry::PipelineMetrics& m, int cpus) {
   } else {
     r.bottleneck_kind = b;
   }
-  for (const auto& s : m.stages) r.cores_busy += s.busy_frac * std::max(1, s.threads);
+  // Cores busy: the stages' thread CPU time over the wall time when recorded (a read
+  // stage blocked on storage is busy but uses no core), else busy share x threads.
+  double cpu_s = 0;
+  bool have_cpu = m.wall_s > 0;
+  for (const auto& s : m.stages) {
+    if (s.cpu_s < 0) have_cpu = false;
+    cpu_s += std::max(0.0, s.cpu_s);
+  }
+  if (have_cpu) {
+    r.cores_busy = cpu_s / m.wall_s;
+  } else {
+    for (const auto& s : m.stages) r.cores_busy += s.busy_frac * std::max(1, s.threads);
+  }
   int budget = r.cpus > 0 ? r.cpus : r.threads;
   r.cores_saturated = budget > 0 && r.cores_busy >= 0.9 * budget;
   return r;
@@ -557,6 +589,21 @@ Finding InputFinding(double data_frac, double idle_data_frac, double step_s, int
         Pct(data_frac), Ms(step_s), Ms(data_frac * step_s), steps);
   }
   f.fix = DataLoaderFix(loader, gpu, cpus);
+  if (loader == "single-process" && data_frac < 1.0 && step_s > 0) {
+    // num_workers=0: each batch is loaded in the wait; workers hide it when together they
+    // make a batch per step of the rest of the loop.
+    double load_s = data_frac * step_s, rest_s = (1.0 - data_frac) * step_s;
+    int need = static_cast<int>(std::ceil(load_s / std::max(rest_s, 1e-6)));
+    need = std::clamp(need, 1, 1024);
+    f.fix += fmt::format(
+        " Loading takes about {} per batch against {} for the rest of the step, so about {} "
+        "worker{} (each on a free core) hide it fully{}.",
+        Ms(load_s), Ms(rest_s), need, need == 1 ? "" : "s",
+        cpus > 0 && need > cpus ? fmt::format("; with {} cores the loading, not the model, "
+                                              "will still set the pace",
+                                              cpus)
+                                : "; add one or two for jitter");
+  }
   f.expected_speedup = SpeedupFromRemoving(step_s, lost * step_s);
   return f;
 }
@@ -694,9 +741,11 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       double b = worst_data->gpu ? worst_data->f.idle_data : worst_data->f.data_wait;
       if (a > b) worst_data = &r;
     }
-    double input_score = rep.gpu ? B->idle_data + B->h2d : B->data_wait;
+    // TensorFlow's input time: waiting for input plus host-to-device transfer (exposed
+    // copies on the GPU, and the GPU idle while the host is blocked in a staged copy).
+    double input_score = rep.gpu ? B->idle_data + B->h2d + B->idle_copy : B->data_wait;
     cands.push_back({Verdict::kInputBound, input_score, th.input_verdict});
-    if (B->data_wait >= th.input_warn || input_score >= th.input_warn) {
+    if (B->data_wait >= th.input_warn || (rep.gpu && B->idle_data >= th.input_warn)) {
       Finding f = InputFinding(B->data_wait, B->idle_data, rep.step_s, rep.steps,
                                worst_data->dataloader, rep.gpu, cpus, th,
                                rep.ranks.size() > 1 ? -1 : worst_data->rank);
@@ -712,60 +761,146 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       }
     }
     if (pageable > 0) {
+      // What pinning removes: pageable copies no kernel hides, and the GPU idle while the
+      // host is blocked staging a copy.
+      double lost = B->h2d_pageable + B->idle_copy;
       Finding f;
       f.id = "h2d.pageable";
-      f.severity = B->h2d_pageable >= 0.05 ? "high" : (B->h2d_pageable >= 0.01 ? "medium" : "low");
+      f.severity = lost >= th.input_warn ? "high" : (lost >= 0.01 ? "medium" : "low");
       f.title = "Host-to-device copies from pageable memory";
       f.evidence = fmt::format(
           "{} Memcpy HtoD (Pageable -> Device) ({:.1f} MB) against {} from pinned memory; "
-          "copies not hidden behind kernels take {} of the step ({} from pageable memory). A "
-          "cudaMemcpyAsync from pageable memory is staged and synchronous for the host "
-          "(Nsight Systems rule cuda_memcpy_async).",
+          "copies not hidden behind kernels take {} of the step ({} from pageable memory), and "
+          "the GPU is idle for {} of the step ({} per step) while the host is blocked in "
+          "cudaMemcpy calls. A cudaMemcpyAsync from pageable memory is staged and synchronous "
+          "for the host (Nsight Systems rule cuda_memcpy_async).",
           pageable, static_cast<double>(pageable_bytes) / 1e6, pinned, Pct1(B->h2d),
-          Pct1(B->h2d_pageable));
+          Pct1(B->h2d_pageable), Pct1(B->idle_copy), Ms(B->idle_copy * rep.step_s));
       f.fix =
           "Set pin_memory=True on the DataLoader and copy with "
           "tensor.to(device, non_blocking=True); allocate other host tensors that go to the "
           "GPU each step with pin_memory=True.";
-      f.expected_speedup = SpeedupFromRemoving(rep.step_s, B->h2d_pageable * rep.step_s);
+      f.expected_speedup = SpeedupFromRemoving(rep.step_s, lost * rep.step_s);
       F.push_back(f);
-    } else if (B->h2d >= th.input_warn) {
+    } else if (B->h2d + B->idle_copy >= th.input_warn) {
+      double lost = B->h2d + B->idle_copy;
       Finding f;
       f.id = "h2d.exposed";
-      f.severity = "medium";
+      f.severity = lost >= th.input_verdict ? "high" : "medium";
       f.title = "Host-to-device copies are not overlapped with compute";
-      f.evidence = fmt::format("Copies to the GPU that no kernel overlaps take {} of the step.",
-                               Pct(B->h2d));
+      f.evidence = fmt::format(
+          "Copies to the GPU that no kernel overlaps take {} of the step, and the GPU is idle "
+          "for {} of the step while the host is blocked in cudaMemcpy calls ({} per step in "
+          "all).",
+          Pct1(B->h2d), Pct1(B->idle_copy), Ms(lost * rep.step_s));
       f.fix = "Copy the next batch while the current one trains: non_blocking=True copies from "
-              "pinned memory, issued early (a CUDA-stream prefetcher), or let the stoker "
-              "pipeline's prefetch stage do the copy.";
-      f.expected_speedup = SpeedupFromRemoving(rep.step_s, B->h2d * rep.step_s);
+              "pinned memory (pin_memory=True), issued early (a CUDA-stream prefetcher), or let "
+              "the stoker pipeline's prefetch stage do the copy; replace synchronous "
+              "cudaMemcpy/tensor.to(device) calls in the step with non_blocking ones.";
+      f.expected_speedup = SpeedupFromRemoving(rep.step_s, lost * rep.step_s);
       F.push_back(f);
     }
 
     // Communication.
-    double comm_score = B->comm;
-    // With a straggler, part of the exposed communication is waiting for it.
+    // Exposed communication a rank would keep with balanced ranks: the least any rank has
+    // (the TensorBoard plugin splits each collective the same way: the minimum across
+    // ranks is the transfer, the rest is waiting for the others).
+    double comm_transfer = B->comm;
+    if (rep.ranks.size() >= 2 && rep.step_s > 0) {
+      double lo = 1e300;
+      for (const auto& r : rep.ranks) lo = std::min(lo, r.f.comm * r.step_s_mean);
+      comm_transfer = std::min(B->comm, lo / rep.step_s);
+    }
+    double comm_score = comm_transfer;
     cands.push_back({Verdict::kCommunicationBound, comm_score, th.comm_verdict});
-    if (B->comm >= th.comm_warn) {
+    if (comm_transfer >= th.comm_warn) {
+      // The dominant kind of collective decides the advice.
+      std::map<std::string, int64_t> kinds;
+      for (const auto& t : in.traces) {
+        for (const auto& [name, ns] : t.collectives) {
+          std::string l = name;
+          std::transform(l.begin(), l.end(), l.begin(),
+                         [](unsigned char c) { return std::tolower(c); });
+          std::string k = "all_reduce";
+          if (l.find("all_to_all") != l.npos || l.find("alltoall") != l.npos ||
+              l.find("sendrecv") != l.npos || l.find("send") != l.npos ||
+              l.find("recv") != l.npos) {
+            k = "all_to_all";
+          } else if (l.find("gather") != l.npos || l.find("reduce_scatter") != l.npos ||
+                     l.find("reducescatter") != l.npos) {
+            k = "all_gather";
+          } else if (l.find("broadcast") != l.npos) {
+            k = "broadcast";
+          }
+          kinds[k] += ns;
+        }
+      }
+      std::string kind = "all_reduce";
+      int64_t best_ns = -1;
+      for (const auto& [k, ns] : kinds) {
+        if (ns > best_ns) best_ns = ns, kind = k;
+      }
       Finding f;
       f.id = "comm.exposed";
-      f.severity = B->comm >= th.comm_verdict ? "high" : "medium";
+      f.severity = comm_transfer >= th.comm_verdict ? "high" : "medium";
       f.title = "Communication is not hidden behind compute";
       f.evidence = fmt::format(
           "Collectives take {} of the step, {} of it overlapped by compute; {} of the step "
-          "({} per step) is exposed communication.",
+          "({} per step) is exposed communication",
           Pct(B->comm_total), Pct(B->comm_overlap), Pct(B->comm), Ms(B->comm * rep.step_s));
-      f.fix = "Overlap and shrink gradient communication: with DDP tune bucket_cap_mb (larger "
-              "buckets mean fewer, more efficient all-reduces; smaller ones start earlier), use "
-              "gradient accumulation with no_sync() to all-reduce every k steps, a larger batch "
-              "per GPU, or gradient compression (DDP comm hooks, bf16/fp16 compression).";
+      if (best_ns > 0) {
+        f.evidence += fmt::format(", mostly {} ({} of collective time)", kind,
+                                  Pct(static_cast<double>(best_ns) /
+                                      static_cast<double>(std::max<int64_t>(
+                                          1, std::accumulate(kinds.begin(), kinds.end(),
+                                                             int64_t{0}, [](int64_t a, const auto& kv) {
+                                                               return a + kv.second;
+                                                             })))));
+      }
+      f.evidence += ".";
+      if (B->comm - comm_transfer >= 0.01) {
+        f.evidence += fmt::format(
+            " The rank that waits least still has {} ({} per step) exposed; the rest is "
+            "ranks waiting for slower ones{}.",
+            Pct(comm_transfer), Ms(comm_transfer * rep.step_s),
+            rep.cross.straggler_rank >= 0 ? " (see the straggler)" : "");
+      }
+      int world = 0;
+      for (const auto& t : in.traces) world = std::max(world, t.world_size);
+      if (world > static_cast<int>(rep.ranks.size())) {
+        f.evidence += fmt::format(
+            " Only {} of the job's {} ranks are in the input: part of this may be waiting "
+            "for ranks not shown; give every rank's trace to separate transfer from waiting.",
+            rep.ranks.size(), world);
+      }
+      if (kind == "all_to_all") {
+        f.fix = "All-to-all exchanges (embedding lookups or MoE tokens) are exposed: overlap "
+                "them with compute (fetch the next batch's sparse features one step ahead, as "
+                "TorchRec's TrainPipelineSparseDist does), send fewer bytes (bf16/fp16 or "
+                "quantized communication, smaller embedding dimensions), and balance the "
+                "features or tokens per rank.";
+      } else if (kind == "all_gather") {
+        f.fix = "Sharded-parameter gathers and gradient reduce-scatters (FSDP/ZeRO) are "
+                "exposed: enable prefetching (FSDP backward_prefetch=BACKWARD_PRE, "
+                "forward_prefetch=True), use larger wrap units or hybrid sharding inside a node, "
+                "and a larger batch per GPU so that compute hides the traffic.";
+      } else if (kind == "broadcast") {
+        f.fix = "Broadcasts run every step: with DDP, broadcast_buffers=False unless the "
+                "buffers (e.g. BatchNorm statistics) must be identical on all ranks each step; "
+                "broadcast other state less often.";
+      } else {
+        f.fix = "Overlap and shrink gradient communication: with DDP tune bucket_cap_mb "
+                "(larger buckets mean fewer, more efficient all-reduces; smaller ones start "
+                "earlier), use gradient accumulation with no_sync() to all-reduce every k "
+                "steps, a larger batch per GPU, or gradient compression (DDP comm hooks, "
+                "bf16/fp16 compression).";
+      }
       bool gloo_gpu = false;
       for (const auto& t : in.traces) {
         if (t.backend == "gloo" && t.has_gpu()) gloo_gpu = true;
       }
       if (gloo_gpu) f.fix += " The trace uses the gloo backend on GPUs: use nccl.";
-      f.expected_speedup = SpeedupFromRemoving(rep.step_s, B->comm * rep.step_s);
+      f.expected_speedup = SpeedupFromRemoving(rep.step_s, comm_transfer * rep.step_s);
       F.push_back(f);
     }
 
@@ -773,24 +908,69 @@ Result<Report> Diagnose(const DoctorInputs& in) {
     double host_score = rep.gpu ? B->idle_host + B->idle_sync : B->idle;
     cands.push_back({Verdict::kHostBound, host_score, th.host_verdict});
     if (rep.gpu && B->idle_sync >= th.host_warn) {
-      uint64_t calls = 0;
-      for (const auto& r : rep.ranks) calls += r.sync_calls;
+      uint64_t calls = 0, d2h = 0;
+      for (const auto& r : rep.ranks) calls += r.sync_calls, d2h += r.d2h_copy_calls;
       Finding f;
       f.id = "host.sync";
       f.severity = B->idle_sync >= th.host_verdict ? "high" : "medium";
       f.title = "Host synchronizations drain the GPU";
       f.evidence = fmt::format(
-          "{} cudaStreamSynchronize/cudaDeviceSynchronize calls take {} of host time; the GPU "
-          "then sits idle for {} of the step until the host launches again (Nsight rule "
-          "cuda_api_sync).",
-          calls, Pct(B->sync), Pct(B->idle_sync));
+          "{} cudaStreamSynchronize/cudaDeviceSynchronize calls take {} of host time, and {} "
+          "copies to the host block it; the GPU sits idle for {} of the step ({} per step) "
+          "while the host waits in them or has not launched again since (Nsight rules "
+          "cuda_api_sync, cuda_memcpy_sync).",
+          calls, Pct(B->sync), d2h, Pct(B->idle_sync), Ms(B->idle_sync * rep.step_s));
       f.fix = "Remove per-step synchronizations: loss.item(), .cpu(), print(tensor), "
               "torch.cuda.synchronize() and non-pinned copies to the host. Accumulate metrics "
               "on the GPU and read them every N steps.";
       f.expected_speedup = SpeedupFromRemoving(rep.step_s, B->idle_sync * rep.step_s);
       F.push_back(f);
     }
-    if (rep.gpu && B->idle_host >= th.host_warn) {
+    bool optimizer_finding = false;
+    if (rep.gpu && B->idle_optimizer >= th.host_warn) {
+      optimizer_finding = true;
+      Finding f;
+      f.id = "host.optimizer";
+      f.severity = B->idle_optimizer >= th.host_verdict ? "high" : "medium";
+      f.title = "The GPU waits while the host runs the optimizer step";
+      std::string opt_name;
+      for (const auto& t : in.traces) {
+        if (opt_name.empty()) opt_name = t.optimizer_name;
+      }
+      f.evidence = fmt::format(
+          "Optimizer.step/zero_grad{} take {} of the step on the host ({} per step); the GPU "
+          "is idle for {} of the step ({} per step) inside them: the host prepares and launches the "
+          "optimizer's many small kernels slower than the GPU runs them.",
+          opt_name.empty() ? "" : " (" + opt_name + ")", Pct(B->optimizer),
+          Ms(B->optimizer * rep.step_s), Pct(B->idle_optimizer),
+          Ms(B->idle_optimizer * rep.step_s));
+      static const char* kTorchOptim[] = {"SGD",   "Adam",    "AdamW",  "Adamax", "NAdam",
+                                          "RAdam", "RMSprop", "Adagrad", "Adadelta", "ASGD",
+                                          "Rprop"};
+      bool torch_optim = false;
+      for (const char* o : kTorchOptim) torch_optim = torch_optim || opt_name == o;
+      if (torch_optim) {
+        f.fix = fmt::format(
+            "torch.optim.{} runs one small kernel per parameter tensor unless told otherwise: "
+            "pass foreach=True{} (or torch.compile the optimizer step), and call "
+            "zero_grad(set_to_none=True).",
+            opt_name,
+            (opt_name == "Adam" || opt_name == "AdamW" || opt_name == "SGD")
+                ? ", or fused=True for the single-kernel CUDA implementation"
+                : "");
+      } else {
+        f.fix = fmt::format(
+            "Use a multi-tensor implementation of the optimizer{}: its foreach/fused variant "
+            "if it has one (torch.optim: foreach=True or fused=True; apex/DeepSpeed fused "
+            "optimizers), or torch.compile the optimizer step; do its bookkeeping less often "
+            "(e.g. preconditioner updates every N steps); call zero_grad(set_to_none=True).",
+            opt_name.empty() ? "" : " (" + opt_name + ")");
+      }
+      f.expected_speedup = SpeedupFromRemoving(rep.step_s, B->idle_optimizer * rep.step_s);
+      F.push_back(f);
+    }
+    double launch_idle = B->idle_host - (optimizer_finding ? B->idle_optimizer : 0.0);
+    if (rep.gpu && launch_idle >= th.host_warn) {
       double kps = 0, mk = 0;
       for (const auto& r : rep.ranks) {
         kps += r.kernels_per_step / static_cast<double>(rep.ranks.size());
@@ -798,19 +978,23 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       }
       Finding f;
       f.id = "host.launch";
-      f.severity = B->idle_host >= th.host_verdict ? "high" : "medium";
+      f.severity = launch_idle >= th.host_verdict ? "high" : "medium";
       f.title = "The GPU waits for the host to launch work (launch or Python overhead)";
       f.evidence = fmt::format(
-          "The GPU is idle for {} of the step outside DataLoader waits and syncs; {:.0f} "
-          "kernels per step, {:.0f} µs each on average.",
-          Pct(B->idle_host), kps, mk);
+          "The GPU is idle for {} of the step ({} per step) outside DataLoader waits, copies "
+          "and syncs{}; {:.0f} kernels per step, {:.0f} µs each on average.",
+          Pct(launch_idle), Ms(launch_idle * rep.step_s),
+          optimizer_finding ? " and the optimizer step" : "", kps, mk);
       f.fix = mk < 20 ? "Many short kernels: capture the step with CUDA Graphs or "
                         "torch.compile(mode=\"reduce-overhead\"), fuse small ops, or raise the "
                         "batch size so each kernel does more work."
                       : "The host falls behind between kernels: look for Python work in the "
                         "step (logging, metric code, per-sample loops), move it off the "
                         "critical path, or use torch.compile to cut framework overhead.";
-      f.expected_speedup = SpeedupFromRemoving(rep.step_s, B->idle_host * rep.step_s);
+      f.fix += " The profiler itself adds host time per operator (more with record_shapes "
+               "and with_stack): confirm the gap on an unprofiled run (stoker watch) before "
+               "optimizing.";
+      f.expected_speedup = SpeedupFromRemoving(rep.step_s, launch_idle * rep.step_s);
       F.push_back(f);
     }
     if (!rep.gpu && B->idle >= th.host_warn * 2) {
@@ -1010,6 +1194,13 @@ Result<Report> Diagnose(const DoctorInputs& in) {
     }
   }
 
+  if (rep.pipeline && rep.pipeline->cpus <= 0) {
+    rep.notes.push_back(fmt::format(
+        "{}: the cores available to the pipeline are not recorded: core saturation is judged "
+        "against its {} threads; pass --cpus N for the machine's cores.",
+        rep.pipeline->path, rep.pipeline->threads));
+  }
+
   // Verdict.
   const Candidate* best = nullptr;
   const Candidate* imb = nullptr;
@@ -1082,9 +1273,18 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   switch (rep.primary) {
     case Verdict::kInputBound:
       rep.summary = rep.has_trace
-                        ? fmt::format("Input-bound: {} of each {} step waits for the DataLoader{}{}.",
-                                      Pct(rep.gpu ? B->idle_data + B->h2d : B->data_wait), step,
-                                      rep.gpu ? " (GPU idle)" : "", top_gain("input.dataloader"))
+                        ? (rep.gpu ? fmt::format(
+                                         "Input-bound: the GPU waits for input {} of each {} "
+                                         "step (DataLoader {}, host-to-device copies {}){}.",
+                                         Pct(B->idle_data + B->h2d + B->idle_copy), step,
+                                         Pct(B->idle_data), Pct(B->h2d + B->idle_copy),
+                                         B->idle_data >= B->h2d + B->idle_copy
+                                             ? top_gain("input.dataloader")
+                                             : top_gain("h2d.pageable") + top_gain("h2d.exposed"))
+                                   : fmt::format("Input-bound: {} of each {} step waits for the "
+                                                 "DataLoader{}.",
+                                                 Pct(B->data_wait), step,
+                                                 top_gain("input.dataloader")))
                         : (rep.pipeline && !rep.has_trace && rep.gpu_logs.empty()
                                ? fmt::format("Input-bound: the consumer waits {} of the time for "
                                              "the pipeline.",
@@ -1134,6 +1334,23 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   }
   bool any_util = false;
   for (const auto& g : rep.gpu_logs) any_util = any_util || !std::isnan(g.util_mean);
+  if (!rep.has_trace && !rep.pipeline && !rep.gpu_logs.empty() && !any_util) {
+    // Host samples only (stoker watch without a GPU or driver): say what was seen.
+    const GpuLogReport& g = rep.gpu_logs.front();
+    rep.confidence = std::min(rep.confidence, 0.3);
+    rep.summary = "No GPU samples (no GPU or driver while sampling): nothing can be said about "
+                  "GPU starvation";
+    if (!std::isnan(g.proc_cpu_cores_mean)) {
+      rep.summary += fmt::format("; the process tree used {:.1f}{} cores on average",
+                                 g.proc_cpu_cores_mean,
+                                 std::isnan(g.cpus) ? std::string()
+                                                    : fmt::format(" of {:.0f}", g.cpus));
+      if (!std::isnan(g.read_mib_s_mean)) {
+        rep.summary += fmt::format(" and read {:.1f} MiB/s from disk", g.read_mib_s_mean);
+      }
+    }
+    rep.summary += ". Record a profiler trace for a breakdown.";
+  }
   if (!rep.gpu_logs.empty() && !any_util) {
     rep.notes.push_back("The GPU logs have no GPU utilization samples (no GPU or driver while "
                         "sampling): CPU and I/O only.");
@@ -1246,17 +1463,29 @@ Kind Sniff(const std::string& head) {
     }
     if (telemetry::LooksLikePipelineMetrics(head)) return Kind::kPipeline;
     if (head.find("\"stages\"") != std::string::npos) return Kind::kPipeline;
+    // bench pipeline --json writes its keys sorted: a long skipped_items list can push
+    // "stages" past the sniffed head.
+    if (head.find("\"samples_per_s\"") != std::string::npos &&
+        head.find("\"consumer_wait_frac\"") != std::string::npos) {
+      return Kind::kPipeline;
+    }
     return Kind::kUnknown;
   }
   if (telemetry::LooksLikeGpuLog(head)) return Kind::kGpuLog;
   return Kind::kUnknown;
 }
 
+// Ranks beyond this are not believed (a file name or a corrupt distributedInfo).
+constexpr int kMaxRank = 1 << 20;
+
 int RankFromName(const std::string& path) {
-  static const std::regex re(R"((?:rank|worker)[-_.]?(\d+))", std::regex::icase);
+  static const std::regex re(R"((?:rank|worker)[-_.]?(\d{1,7}))", std::regex::icase);
   std::smatch m;
   std::string base = BaseName(path);
-  if (std::regex_search(base, m, re)) return std::stoi(m[1].str());
+  if (std::regex_search(base, m, re)) {
+    long v = std::strtol(m[1].str().c_str(), nullptr, 10);  // at most 7 digits: no overflow
+    return v <= kMaxRank ? static_cast<int>(v) : -1;
+  }
   return -1;
 }
 
@@ -1331,19 +1560,21 @@ Result<DoctorInputs> LoadInputs(Env* env, const std::vector<std::string>& paths,
     }
   }
   // Ranks: unique; fill unknown ones in file order.
-  std::vector<bool> used;
+  std::set<int> used;
   for (auto& t : in.traces) {
-    if (t.rank >= 0) {
-      if (static_cast<size_t>(t.rank) >= used.size()) used.resize(t.rank + 1, false);
-      if (used[t.rank]) t.rank = -1;
-      else used[t.rank] = true;
+    if (t.rank > kMaxRank) t.rank = -1;
+    if (t.rank >= 0 && !used.insert(t.rank).second) {
+      in.notes.push_back(fmt::format("{}: rank {} appears in another file too; numbered anew",
+                                     t.path, t.rank));
+      t.rank = -1;
     }
   }
   int next = 0;
   for (auto& t : in.traces) {
     if (t.rank >= 0) continue;
-    while (static_cast<size_t>(next) < used.size() && used[next]) ++next;
-    t.rank = next++;
+    while (used.count(next)) ++next;
+    t.rank = next;
+    used.insert(next);
   }
   return in;
 }

@@ -105,8 +105,11 @@ struct Fractions {
   double other_gpu = 0;     // other copies and memsets, not overlapped
   double idle = 0;          // GPU idle (CPU-only traces: host time outside any operator)
   double idle_data = 0;     // ... while the host waits for the DataLoader
+  double idle_copy = 0;     // ... while the host is blocked in a cudaMemcpy* call (staged,
+                            //     synchronous copies: pageable memory)
   double idle_sync = 0;     // ... right after a host synchronization drained the GPU
   double idle_host = 0;     // ... otherwise: the host does not launch fast enough
+  double idle_optimizer = 0;  // part of idle_host while the host runs Optimizer.step/zero_grad
   double sync = 0;          // host time in cudaStreamSynchronize & co
   double optimizer = 0;     // Optimizer.step / zero_grad on the host
 };
@@ -145,6 +148,7 @@ struct RankReport {
   std::vector<StepRow> step_rows;
   std::vector<GpuRow> gpus;
   uint64_t sync_calls = 0, launches = 0;
+  uint64_t d2h_copy_calls = 0;  // host cudaMemcpy* calls whose copy is DtoH (read-backs)
   double kernels_per_step = 0;
   int64_t peak_mem_bytes = -1, total_mem_bytes = 0;
   bool tensor_cores_used = false, tc_capable = false, tc_eligible = false;

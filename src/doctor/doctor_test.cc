@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "doctor/render.h"
 
@@ -100,6 +101,7 @@ TEST(Doctor, TensorBoardPluginVector) {
   EXPECT_NEAR(f.other_gpu, 5.0 / 400, 1e-9);
   EXPECT_NEAR(f.idle, 370.0 / 400, 1e-9);
   EXPECT_NEAR(f.idle_data, 180.0 / 400, 1e-9);
+  EXPECT_NEAR(f.idle_copy, 0.0, 1e-9);  // no correlation ids: the copy's direction is unknown
   EXPECT_NEAR(f.idle_host, 190.0 / 400, 1e-9);
   const Finding* in = Find(r, "input.dataloader");
   ASSERT_NE(in, nullptr);
@@ -196,6 +198,86 @@ TEST(Doctor, LaunchBoundGpuLoop) {
   const Finding* f = Find(r, "host.launch");
   ASSERT_NE(f, nullptr);
   EXPECT_NE(f->fix.find("CUDA Graphs"), std::string::npos);
+}
+
+TEST(Doctor, StagedPageableCopyIdlesTheGpu) {
+  // Each 100 ms step: the DataLoader returns at once, the host is blocked 20 ms in a
+  // cudaMemcpyAsync from pageable memory (the GPU idle), the copy itself takes 2 ms on the
+  // GPU, then 78 ms of kernels. Pinning removes the 20 ms wait and the 2 ms exposed copy.
+  TraceBuilder b;
+  for (int i = 0; i < 4; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Data(s, 100, false)
+        .X("cuda_runtime", "cudaMemcpyAsync", s + 100, 20000, "1", "1",
+           fmt::format(R"({{"correlation": {}}})", 100 + i))
+        .X("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", s + 20100, 1900, "0", "7",
+           fmt::format(R"({{"device": 0, "bytes": 19267584, "correlation": {}}})", 100 + i))
+        .Kernel("sgemm", s + 22000, 78000);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_NEAR(r.breakdown.idle_copy, 0.20, 1e-9);
+  EXPECT_NEAR(r.breakdown.h2d_pageable, 0.019, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_data, 0.001, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_host, 0.0, 1e-9);
+  // TensorFlow's input time: waiting for input plus the host-to-device transfer.
+  EXPECT_EQ(r.primary, Verdict::kInputBound);
+  EXPECT_NE(r.summary.find("host-to-device copies 22%"), std::string::npos) << r.summary;
+  const Finding* f = Find(r, "h2d.pageable");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_NEAR(*f->expected_speedup, 100.0 / (100 - 21.9), 1e-6);
+  EXPECT_EQ(r.findings[0].id, "h2d.pageable");
+  EXPECT_EQ(Find(r, "input.dataloader"), nullptr);
+}
+
+TEST(Doctor, BlockingReadBackIsASync) {
+  // loss.item(): a DtoH copy into pageable memory blocks the host 30 ms while the copy
+  // waits for another stream; the GPU copy comes after the GPU event listed first (the
+  // correlation join does not depend on order). The GPU then idles 10 ms more until the
+  // host launches the next kernel.
+  TraceBuilder b;
+  for (int i = 0; i < 3; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Kernel("sgemm", s, 50000)
+        .X("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", s + 79990, 10, "0", "7",
+           fmt::format(R"({{"device": 0, "correlation": {}}})", 7 + i))
+        .X("cuda_runtime", "cudaMemcpyAsync", s + 50000, 30000, "1", "1",
+           fmt::format(R"({{"correlation": {}}})", 7 + i))
+        .Kernel("sgemm", s + 90000, 10000);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_NEAR(r.breakdown.idle_sync, 0.3999, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_copy, 0.0, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_host, 0.0, 1e-9);
+  EXPECT_EQ(r.ranks[0].d2h_copy_calls, 3u);
+  EXPECT_EQ(r.primary, Verdict::kHostBound);
+  const Finding* f = Find(r, "host.sync");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("3 copies to the host"), std::string::npos) << f->evidence;
+}
+
+TEST(Doctor, SlowOptimizerStepIsItsOwnFinding) {
+  // 60 ms of kernels, then a 30 ms optimizer step on the host during which the GPU runs
+  // only 100 short kernels of 50 µs (5 ms), then 10 ms of other host work.
+  TraceBuilder b;
+  for (int i = 0; i < 3; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Kernel("sgemm", s, 60000)
+        .X("user_annotation", "Optimizer.step#Adam.step", s + 60000, 30000);
+    for (int k = 0; k < 100; ++k) b.Kernel("multi_tensor_apply", s + 60000 + k * 300, 50);
+  }
+  Report r = Diag({b.Summary()});
+  EXPECT_NEAR(r.breakdown.optimizer, 0.30, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_optimizer, 0.25, 1e-9);
+  EXPECT_NEAR(r.breakdown.idle_host, 0.35, 1e-9);
+  EXPECT_EQ(r.primary, Verdict::kHostBound);
+  const Finding* o = Find(r, "host.optimizer");
+  ASSERT_NE(o, nullptr);
+  EXPECT_NE(o->fix.find("fused=True"), std::string::npos);
+  EXPECT_NEAR(*o->expected_speedup, 100.0 / 75, 1e-6);
+  const Finding* l = Find(r, "host.launch");  // the other 10 ms, not counted twice
+  ASSERT_NE(l, nullptr);
+  EXPECT_NEAR(*l->expected_speedup, 100.0 / 90, 1e-6);
 }
 
 TraceSummary CpuRank(int rank, double data_ms, double comm_ms) {
@@ -392,6 +474,16 @@ TEST(Doctor, RenderingsCarryTheVerdictAndStayOffline) {
   EXPECT_NE(text.find("Findings"), std::string::npos);
 }
 
+TEST(Doctor, InvalidUtf8FromTheTraceDoesNotBreakTheJson) {
+  TraceBuilder b;
+  b.Step(1, 0, 1000).X("user_annotation", "enumerate(DataLoader)#\xff\xfeIter.__next__", 0, 900);
+  Report r = Diag({b.Summary()});
+  EXPECT_EQ(r.ranks[0].dataloader, "\xff\xfeIter");
+  std::string js = RenderJson(r);  // nlohmann would throw on the raw bytes
+  EXPECT_NE(js.find("input_bound"), std::string::npos);
+  EXPECT_FALSE(RenderHtml(r).empty());
+}
+
 TEST(Doctor, LoadInputsSniffsAndRejectsUnknownFiles) {
   namespace fs = std::filesystem;
   fs::path d = fs::temp_directory_path() / ("stoker_doctor_" + std::to_string(::getpid()));
@@ -417,6 +509,83 @@ TEST(Doctor, LoadInputsSniffsAndRejectsUnknownFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("nope.json"), std::string::npos);
   fs::remove_all(d);
+}
+
+TEST(Doctor, HostileRankNumbersAreRenumberedNotFatal) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("stoker_doctor_r_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  TraceBuilder b;
+  b.Step(1, 0, 1000).Data(0, 100);
+  // A rank that would overflow stoi, one far too large to index, and a duplicate.
+  std::ofstream(d / "rank99999999999999999999.json") << b.Str();
+  std::ofstream(d / "a.json") << b.Str(R"("distributedInfo": {"rank": 2000000000}, )");
+  std::ofstream(d / "b.json") << b.Str(R"("distributedInfo": {"rank": 3}, )");
+  std::ofstream(d / "c.json") << b.Str(R"("distributedInfo": {"rank": 3}, )");
+  auto in = LoadInputs(Env::Default(), {d.string()});
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  std::set<int> ranks;
+  for (const auto& t : in->traces) ranks.insert(t.rank);
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+  bool noted = false;
+  for (const auto& n : in->notes) noted = noted || n.find("rank 3") != std::string::npos;
+  EXPECT_TRUE(noted);
+  fs::remove_all(d);
+}
+
+TEST(Doctor, BenchJsonWithManySkippedSamplesIsPipelineMetrics) {
+  // bench pipeline --json sorts its keys: "stages" comes after a long "skipped_items".
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / ("stoker_bench_" + std::to_string(::getpid()) + ".json");
+  nlohmann::json j;
+  j["samples_per_s"] = 100;
+  j["consumer_wait_frac"] = 0.5;
+  j["skipped_items"] = std::vector<std::string>(3000, std::string(40, 'k'));
+  j["stages"] = {{{"name", "decode"}, {"busy_frac", 0.9}, {"threads", 2}}};
+  std::ofstream(p) << j.dump(2);
+  auto in = LoadInputs(Env::Default(), {p.string()});
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_EQ(in->pipelines.size(), 1u);
+  fs::remove(p);
+}
+
+TEST(Doctor, PipelineCoresFromCpuTime) {
+  // A read stage blocked on storage is busy but burns no core: CPU time says so.
+  telemetry::PipelineMetrics m;
+  m.path = "bench.json";
+  m.wall_s = 10;
+  m.cpus = 4;
+  m.consumer_wait_frac = 0.5;
+  m.bottleneck = "read";
+  m.stages = {{"read", 100, 4, 0.99, 0.0, 0.0, 2.0}, {"decode", 100, 2, 0.3, 0.7, 0.0, 6.0}};
+  PipelineReport p = AnalyzePipeline(m, 0);
+  EXPECT_NEAR(p.cores_busy, 0.8, 1e-9);
+  EXPECT_FALSE(p.cores_saturated);
+  EXPECT_EQ(p.bottleneck_kind, "storage");
+  m.stages[1].cpu_s = -1;  // not recorded for every stage: busy share x threads
+  EXPECT_NEAR(AnalyzePipeline(m, 0).cores_busy, 0.99 * 4 + 0.3 * 2, 1e-9);
+}
+
+TEST(Doctor, HostOnlySamplesSayTheGpuWasNotSeen) {
+  telemetry::GpuLog log;
+  log.path = "w.csv";
+  log.format = "stoker watch";
+  for (int i = 0; i < 10; ++i) {
+    telemetry::GpuSample s;
+    s.t_s = i * 0.1;
+    s.proc_cpu_cores = 1.5;
+    s.cpus = 2;
+    s.read_mib_s = 3;
+    log.samples.push_back(s);
+  }
+  DoctorInputs in;
+  in.gpu_logs.push_back(log);
+  auto r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_LE(r->confidence, 0.3);
+  EXPECT_NE(r->summary.find("No GPU samples"), std::string::npos) << r->summary;
+  EXPECT_NE(r->summary.find("1.5 of 2 cores"), std::string::npos) << r->summary;
 }
 
 }  // namespace

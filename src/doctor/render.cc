@@ -28,7 +28,8 @@ const std::vector<Part>& Parts(bool gpu) {
   static const std::vector<Part> kGpu = {
       {"compute", "compute", "#4c9f70", 'C'},   {"comm", "communication", "#3b75af", 'M'},
       {"h2d", "host-to-device", "#f3a712", 'H'}, {"other_gpu", "other GPU", "#8c8c8c", 'o'},
-      {"idle_data", "idle: data", "#e4572e", 'D'}, {"idle_sync", "idle: sync", "#9b59b6", 'S'},
+      {"idle_data", "idle: data", "#e4572e", 'D'}, {"idle_copy", "idle: copy", "#b5651d", 'P'},
+      {"idle_sync", "idle: sync", "#9b59b6", 'S'},
       {"idle_host", "idle: host", "#cfcfcf", '.'}};
   static const std::vector<Part> kCpu = {
       {"data_wait", "data wait", "#e4572e", 'D'}, {"compute", "compute", "#4c9f70", 'C'},
@@ -48,7 +49,9 @@ double Get(const Fractions& f, const std::string& k) {
   if (k == "other_gpu") return f.other_gpu;
   if (k == "idle") return f.idle;
   if (k == "idle_data") return f.idle_data;
+  if (k == "idle_copy") return f.idle_copy;
   if (k == "idle_sync") return f.idle_sync;
+  if (k == "idle_optimizer") return f.idle_optimizer;
   if (k == "idle_host") return f.idle_host;
   if (k == "sync") return f.sync;
   if (k == "optimizer") return f.optimizer;
@@ -66,7 +69,8 @@ nlohmann::json FractionsJson(const Fractions& f) {
           {"comm_overlap_frac", Num(f.comm_overlap)}, {"h2d_frac", Num(f.h2d)},
           {"h2d_pageable_frac", Num(f.h2d_pageable)}, {"other_gpu_frac", Num(f.other_gpu)},
           {"idle_frac", Num(f.idle)},             {"idle_data_frac", Num(f.idle_data)},
-          {"idle_sync_frac", Num(f.idle_sync)},   {"idle_host_frac", Num(f.idle_host)},
+          {"idle_copy_frac", Num(f.idle_copy)},   {"idle_sync_frac", Num(f.idle_sync)},
+          {"idle_host_frac", Num(f.idle_host)},   {"idle_optimizer_frac", Num(f.idle_optimizer)},
           {"sync_frac", Num(f.sync)},             {"optimizer_frac", Num(f.optimizer)}};
 }
 
@@ -157,6 +161,7 @@ nlohmann::json ReportToJson(const Report& r) {
                         {"steps_per_s", Num(rk.steps_per_s)},
                         {"breakdown", FractionsJson(rk.f)},
                         {"sync_calls", rk.sync_calls},
+                        {"d2h_copy_calls", rk.d2h_copy_calls},
                         {"kernels_per_step", Num(rk.kernels_per_step)}};
     x["gpus"] = nlohmann::json::array();
     for (const auto& g : rk.gpus) {
@@ -239,7 +244,11 @@ nlohmann::json ReportToJson(const Report& r) {
   return j;
 }
 
-std::string RenderJson(const Report& r) { return ReportToJson(r).dump(2) + "\n"; }
+std::string RenderJson(const Report& r) {
+  // Strings from the input (file names, annotation names) may be invalid UTF-8: replace
+  // such bytes instead of throwing.
+  return ReportToJson(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 std::string RenderText(const Report& r, const TextOptions& o) {
   auto bold = [&](const std::string& s) { return o.color ? "\033[1m" + s + "\033[0m" : s; };
@@ -453,6 +462,7 @@ const char* KindColor(const std::string& k) {
   if (k == "h2d") return "#f3a712";
   if (k == "data") return "#e4572e";
   if (k == "sync") return "#9b59b6";
+  if (k == "copy") return "#b5651d";
   if (k == "optimizer") return "#17becf";
   if (k == "cpu") return "#4c9f70";
   return "#8c8c8c";

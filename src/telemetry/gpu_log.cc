@@ -244,6 +244,13 @@ Result<GpuLog> ParseSmiCsv(const std::vector<std::string_view>& lines, const std
   for (size_t i = 0; i < header.size(); ++i) {
     auto [base, unit] = SplitUnit(header[i]);
     Field f = SmiField(base);
+    if (f == Field::kUnknown && (!std::isnan(ParseSmiTimestamp(header[i])) ||
+                                 !std::isnan(Num(header[i])))) {
+      return InvalidArgument(
+          "{}: line {}: starts with values, not column names: the doctor needs the header "
+          "line (record with --format=csv, not csv,noheader)",
+          name, h + 1);
+    }
     if (f == Field::kUnknown) {
       return InvalidArgument(
           "{}: line {}: unknown column '{}': not an nvidia-smi --query-gpu field (expected "

@@ -72,6 +72,12 @@ TEST(GpuLog, UnknownColumnsAndBadRowsAreErrors) {
   EXPECT_NE(d.status().message().find("bad timestamp"), std::string::npos);
   auto e = ParseGpuLog("utilization.gpu [%]\n", "h.csv");
   ASSERT_FALSE(e.ok());
+  // --format=csv,noheader: values where the column names should be.
+  auto f = ParseGpuLog("2024/09/08 13:03:31.000, 0, 100 %\n", "nh.csv");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("nh.csv"), std::string::npos);
+  EXPECT_NE(f.status().message().find("noheader"), std::string::npos) << f.status().ToString();
+  EXPECT_TRUE(LooksLikeGpuLog("2024/09/08 13:03:31.000, 0, 100 %\n"));
 }
 
 TEST(GpuLog, NvidiaSmiDmon) {
@@ -244,7 +250,13 @@ TEST(PipelineMetrics, ParsesBenchJson) {
   EXPECT_EQ(m->bottleneck, "decode");
   ASSERT_EQ(m->stages.size(), 2u);
   EXPECT_EQ(m->stages[1].threads, 6);
+  EXPECT_EQ(m->stages[1].cpu_s, -1);  // not in this file
   EXPECT_TRUE(LooksLikePipelineMetrics(j));
+  auto with_cpu = ParsePipelineMetrics(
+      R"({"samples_per_s": 1, "wall_s": 2, "stages": [{"name": "read", "cpu_s": 1.5}]})", "c.json");
+  ASSERT_TRUE(with_cpu.ok());
+  EXPECT_DOUBLE_EQ(with_cpu->stages[0].cpu_s, 1.5);
+  EXPECT_DOUBLE_EQ(with_cpu->wall_s, 2);
   auto nested = ParsePipelineMetrics(R"({"stats": )" + j + "}", "n.json");
   ASSERT_TRUE(nested.ok());
   EXPECT_FALSE(ParsePipelineMetrics("{\"samples_per_s\": 1}", "e.json").ok());

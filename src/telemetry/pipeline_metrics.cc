@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 namespace stoker::telemetry {
 
 namespace {
@@ -52,6 +54,8 @@ Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::s
     st.busy_frac = Num(s, "busy_frac");
     st.wait_input_frac = Num(s, "wait_input_frac");
     st.wait_output_frac = Num(s, "wait_output_frac");
+    double cpu = Num(s, "cpu_s", -1);
+    st.cpu_s = std::isfinite(cpu) && cpu >= 0 ? cpu : -1;
     if (st.busy_frac < 0 || st.busy_frac > 1.5 || st.wait_input_frac < 0 ||
         st.wait_output_frac < 0) {
       return InvalidArgument("{}: stage '{}' has fractions outside 0..1", name, st.name);

@@ -17,6 +17,7 @@ struct StageMetrics {
   uint64_t items = 0;
   int threads = 0;
   double busy_frac = 0, wait_input_frac = 0, wait_output_frac = 0;
+  double cpu_s = -1;  // thread CPU time spent working (-1: not recorded)
 };
 
 struct PipelineMetrics {

@@ -68,6 +68,7 @@ struct RawEvent {
   bool has_ts = false, has_dur = false, ts_int = true;
   int64_t device = -1, stream = -1, bytes = -1;
   int64_t total_allocated = -1;
+  int64_t correlation = -1;
 };
 
 // Parses the value at p as a number (ints and floats); strings and others are skipped.
@@ -148,6 +149,9 @@ Scan ParseArgs(const char*& p, const char* end, RawEvent* ev, const char** err) 
         break;
       case 15:
         if (key == "Total Allocated") target = &ev->total_allocated;
+        break;
+      case 11:
+        if (key == "correlation") target = &ev->correlation;
         break;
       default:
         break;
@@ -381,6 +385,15 @@ class Builder {
     return ClampI64(std::nearbyint((raw - base_) * 1000.0));
   }
 
+  void AddCollective(std::string_view n, int64_t ns) {
+    auto it = collectives_.find(n);
+    if (it == collectives_.end()) {
+      if (collectives_.size() >= 64) n = "other";
+      it = collectives_.emplace(std::string(n), 0).first;
+    }
+    it->second += ns;
+  }
+
   GpuActivity& Gpu(int64_t dev) {
     auto it = gpu_index_.find(dev);
     if (it != gpu_index_.end()) return gpus_[it->second];
@@ -431,6 +444,7 @@ class Builder {
           g.comm_kernels++;
           g.comm_kernel_ns += e - b;
           g.comm.Add(b, e);
+          AddCollective(n, e - b);
         } else {
           g.kernel_ns += e - b;
           g.compute.Add(b, e);
@@ -457,6 +471,11 @@ class Builder {
         int64_t dev = ev.device >= 0 ? ev.device : (ev.pid.is_num ? ev.pid.num : 0);
         GpuActivity& g = Gpu(dev);
         g.memcpys++;
+        if (ev.correlation >= 0) {
+          copy_kinds_.push_back({ev.correlation, Contains(n, "HtoD")   ? kCopyH2D
+                                                 : Contains(n, "DtoH") ? kCopyD2H
+                                                                       : kCopyOther});
+        }
         if (Contains(n, "HtoD")) {
           if (Contains(n, "Pageable")) {
             g.h2d_pageable.Add(b, e);
@@ -494,6 +513,7 @@ class Builder {
           out_->sync.Add(b, e);
         } else if (StartsWith(n, "cudaMemcpy") || StartsWith(n, "hipMemcpy")) {
           out_->memcpy_calls.Add(b, e);
+          if (ev.correlation >= 0) copy_calls_.push_back({ev.correlation, b, e});
         }
         return;
       default:
@@ -531,12 +551,18 @@ class Builder {
     }
     if (StartsWith(n, "Optimizer.step#") || StartsWith(n, "Optimizer.zero_grad#")) {
       out_->optimizer.Add(b, e);
+      if (out_->optimizer_name.empty() && StartsWith(n, "Optimizer.step#")) {
+        std::string_view cls = n.substr(15);
+        cls = cls.substr(0, std::min<size_t>(cls.find('.'), 64));
+        out_->optimizer_name = std::string(cls);
+      }
       Thread(key).Add(b, e);
       return;
     }
     if (StartsWith(n, "nccl:") || StartsWith(n, "gloo:") || n == "record_param_comms" ||
         StartsWith(n, "c10d::") || StartsWith(n, "mpi:") || StartsWith(n, "ucc:")) {
       out_->host_comm.Add(b, e);
+      AddCollective(n, e - b);
       return;
     }
     if (n == "DataParallel.forward") out_->uses_dataparallel = true;
@@ -578,8 +604,25 @@ class Builder {
       if (ns) t.ops.Scale(1e-3);
     }
     out_->threads = std::move(threads_);
+    // Copy calls by direction: join each host cudaMemcpy* call to its GPU copy by the
+    // correlation id (the two events can come in any order).
+    std::sort(copy_kinds_.begin(), copy_kinds_.end(),
+              [](const CopyKind& a, const CopyKind& b) { return a.corr < b.corr; });
+    for (const auto& c : copy_calls_) {
+      auto it = std::lower_bound(copy_kinds_.begin(), copy_kinds_.end(), c.corr,
+                                 [](const CopyKind& k, int64_t v) { return k.corr < v; });
+      if (it == copy_kinds_.end() || it->corr != c.corr) continue;
+      if (it->kind == kCopyH2D) {
+        out_->h2d_calls.Add(c.begin, c.end);
+      } else if (it->kind == kCopyD2H) {
+        out_->d2h_calls.Add(c.begin, c.end);
+        out_->d2h_call_count++;
+      }
+    }
+    std::vector<CopyCall>().swap(copy_calls_);
+    std::vector<CopyKind>().swap(copy_kinds_);
     for (IntervalSet* s : {&out_->data_wait, &out_->optimizer, &out_->host_comm, &out_->sync,
-                           &out_->memcpy_calls}) {
+                           &out_->memcpy_calls, &out_->h2d_calls, &out_->d2h_calls}) {
       s->Compact();
       if (ns) s->Scale(1e-3);
     }
@@ -614,6 +657,12 @@ class Builder {
               [](const KernelStat& a, const KernelStat& b) { return a.total_ns > b.total_ns; });
     if (ks.size() > 20) ks.resize(20);
     out_->top_kernels = std::move(ks);
+    for (auto& [name, t] : collectives_) {
+      out_->collectives.emplace_back(
+          name.find('\\') != std::string::npos ? json::Unescape(name) : name, ns ? t / 1000 : t);
+    }
+    std::sort(out_->collectives.begin(), out_->collectives.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
 
     // Metadata.
     if (auto it = meta.find("distributedInfo"); it != meta.end() && it->is_object()) {
@@ -655,11 +704,23 @@ class Builder {
   std::vector<HostThread> threads_;
   std::unordered_map<int64_t, size_t> thread_index_;
   std::unordered_map<int64_t, uint64_t> step_threads_;
+  // Host copy calls and GPU copies, joined by correlation id in Finish().
+  enum : uint8_t { kCopyH2D, kCopyD2H, kCopyOther };
+  struct CopyCall {
+    int64_t corr, begin, end;
+  };
+  struct CopyKind {
+    int64_t corr;
+    uint8_t kind;
+  };
+  std::vector<CopyCall> copy_calls_;
+  std::vector<CopyKind> copy_kinds_;
   struct SvHash {
     using is_transparent = void;
     size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
   };
   std::unordered_map<std::string, KernelStat, SvHash, std::equal_to<>> kernel_stats_;
+  std::unordered_map<std::string, int64_t, SvHash, std::equal_to<>> collectives_;
 };
 
 // Chunked input buffer over a ByteSource.

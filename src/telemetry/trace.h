@@ -83,10 +83,17 @@ struct TraceSummary {
   IntervalSet optimizer;          // Optimizer.step#... / Optimizer.zero_grad#...
   IntervalSet host_comm;          // nccl:* / gloo:* / record_param_comms ops (host side)
   IntervalSet sync;               // cudaStreamSynchronize / cudaDeviceSynchronize / ...
-  IntervalSet memcpy_calls;       // cudaMemcpy / cudaMemcpyAsync (host side)
+  IntervalSet memcpy_calls;       // cudaMemcpy / cudaMemcpyAsync (host side), all
+  IntervalSet h2d_calls;          // ... those whose copy is HtoD (joined by correlation id)
+  IntervalSet d2h_calls;          // ... those whose copy is DtoH (a blocking read-back)
+  uint64_t d2h_call_count = 0;
   std::vector<HostThread> threads;
   std::vector<GpuActivity> gpus;  // only devices with activity, sorted by id
   std::vector<KernelStat> top_kernels;  // by total time, at most 20
+  // Time per collective name: host ops (nccl:all_reduce, gloo:all_to_all, ...) and
+  // communication kernels (ncclKernel_AllReduce_..., ncclDevKernel_SendRecv...), at most
+  // 64 names (the rest under "other").
+  std::vector<std::pair<std::string, int64_t>> collectives;
 
   uint64_t events = 0;        // elements of traceEvents
   uint64_t kept_events = 0;   // events that contributed to the summary
@@ -95,6 +102,7 @@ struct TraceSummary {
   uint64_t sync_calls = 0;
   uint64_t dataloader_calls = 0;
   std::string dataloader_iter;  // e.g. "_SingleProcessDataLoaderIter" (from the annotation)
+  std::string optimizer_name;   // e.g. "FusedAdam" (from the first Optimizer.step#X.step)
   int64_t tc_kernel_ns = 0;     // kernels whose names mark tensor-core use (h884, hmma, ...)
   int64_t gemm_kernel_ns = 0;   // gemm/conv kernels (tensor-core eligible work)
   bool uses_dataparallel = false, uses_ddp = false;
