@@ -133,12 +133,50 @@ void Fill(const Timed& t, uint64_t n, double* sps, double* mb, double* secs, dou
   *cpu = t.cpu_seconds;
 }
 
+// The raw baseline's flat file: the payload bytes of every sample, back to back.
+struct RawFile {
+  std::string path;
+  uint64_t size = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> recs;  // (offset, length) per sample
+  std::vector<uint64_t> perm;                         // the random pass's order
+  std::vector<uint8_t> buf;                           // the reused buffer
+  std::unique_ptr<RandomAccessFile> file;             // open for warm passes
+
+  // kind 0: 1 MiB blocks; 1: one pread per record in random order; 2: one pread per record
+  // in file order.
+  Result<Timed> Pass(Clock* clock, const RandomAccessFile& f, int kind) {
+    Timed t;
+    int64_t s0 = clock->NowNanos();
+    double c0 = ThreadCpuSeconds();
+    if (kind == 0) {
+      for (uint64_t off = 0; off < size;) {
+        STOKER_ASSIGN_OR_RETURN(size_t got, f.ReadAt(off, 1u << 20, buf.data()));
+        if (got == 0) break;
+        off += got;
+        t.bytes += got;
+      }
+    } else {
+      for (uint64_t k = 0; k < recs.size(); ++k) {
+        uint64_t i = kind == 1 ? perm[k] : k;
+        STOKER_RETURN_IF_ERROR(f.ReadExact(recs[i].first, recs[i].second, buf.data()));
+        t.bytes += recs[i].second;
+      }
+    }
+    t.cpu_seconds = ThreadCpuSeconds() - c0;
+    t.seconds = (clock->NowNanos() - s0) * 1e-9;
+    return t;
+  }
+};
+
 // Warm: the dataset is opened once, read once to fill the page cache (and the process's
 // mappings), then every pass repeats on the open dataset, as epochs of a training job do.
-// Cold: every repeat drops the files' cached pages and reopens the dataset first.
+// Each warm pass is paired with a raw pass of the same kind run just before it (both
+// sequential raw methods for a sequential pass), so the ratio compares runs made under the
+// same machine conditions. Cold: every repeat drops the files' cached pages and reopens
+// the dataset first.
 Status MeasureFormat(Env* env, Clock* clock, const std::string& spec,
                      const std::vector<std::string>& files, uint64_t n,
-                     const FormatBenchOptions& o, FormatBenchRow* row) {
+                     const FormatBenchOptions& o, RawFile* raw, FormatBenchRow* row) {
   DatasetOptions dopts;
   dopts.env = env;
   const int repeats = std::max(1, o.repeats);
@@ -163,17 +201,37 @@ Status MeasureFormat(Env* env, Clock* clock, const std::string& spec,
     };
     bool first_open = true;
     for (int kind = 0; kind < 3; ++kind) {
-      Timed best;
+      Timed best, ref, ref2;
       for (int r = 0; r < repeats; ++r) {
         STOKER_ASSIGN_OR_RETURN(const Dataset* ds, open(first_open));
         first_open = false;
+        if (!cold && raw && raw->file && kind < 2) {
+          STOKER_ASSIGN_OR_RETURN(Timed t, raw->Pass(clock, *raw->file, kind));
+          KeepBest(t, r == 0, &ref);
+          if (kind == 0) {
+            STOKER_ASSIGN_OR_RETURN(Timed t2, raw->Pass(clock, *raw->file, 2));
+            KeepBest(t2, r == 0, &ref2);
+          }
+        }
         std::vector<uint64_t> order = PassOrder(*ds, kind, o.seed);
         STOKER_ASSIGN_OR_RETURN(Timed t, ReadPass(clock, *ds, order, &s));
         KeepBest(t, r == 0, &best);
         if (cold) warm_ds.reset();
       }
-      if (kind == 0) Fill(best, n, &rs.seq_sps, &rs.seq_mb_s, &rs.seq_s, &rs.seq_cpu_s);
-      if (kind == 1) Fill(best, n, &rs.rand_sps, &rs.rand_mb_s, &rs.rand_s, &rs.rand_cpu_s);
+      if (kind == 0) {
+        Fill(best, n, &rs.seq_sps, &rs.seq_mb_s, &rs.seq_s, &rs.seq_cpu_s);
+        if (!cold && ref.seconds > 0) {
+          row->ref_seq_s = std::min(ref.seconds, ref2.seconds);
+          row->ref_seq_cpu_s = std::min(ref.cpu_seconds, ref2.cpu_seconds);
+        }
+      }
+      if (kind == 1) {
+        Fill(best, n, &rs.rand_sps, &rs.rand_mb_s, &rs.rand_s, &rs.rand_cpu_s);
+        if (!cold && ref.seconds > 0) {
+          row->ref_rand_s = ref.seconds;
+          row->ref_rand_cpu_s = ref.cpu_seconds;
+        }
+      }
       if (kind == 2)
         Fill(best, n, &rs.shuffled_sps, &rs.shuffled_mb_s, &rs.shuffled_s, &rs.shuffled_cpu_s);
     }
@@ -185,15 +243,15 @@ Status MeasureFormat(Env* env, Clock* clock, const std::string& spec,
 
 // Baseline: the same payload bytes in one flat file. Sequential: 1 MiB reads, and one
 // pread per record in file order (the faster counts); random: one pread per record in
-// random order. Every read goes into one reused buffer.
+// random order. Every read goes into one reused buffer. The file stays (open) for the
+// raw passes paired with each format's warm passes.
 Status MeasureRaw(Env* env, Clock* clock, const std::string& dir,
                   const std::vector<Sample>& samples, const FormatBenchOptions& o,
-                  FormatBenchRow* row, FormatBenchResult* res) {
-  std::string path = JoinPath(dir, "raw.bin");
-  std::vector<std::pair<uint64_t, uint64_t>> recs;
+                  FormatBenchRow* row, FormatBenchResult* res, RawFile* raw) {
+  raw->path = JoinPath(dir, "raw.bin");
   int64_t t0 = clock->NowNanos();
   {
-    STOKER_ASSIGN_OR_RETURN(auto wf, env->NewWritableFile(path));
+    STOKER_ASSIGN_OR_RETURN(auto wf, env->NewWritableFile(raw->path));
     uint64_t off = 0;
     for (const auto& s : samples) {
       uint64_t len = 0;
@@ -201,63 +259,40 @@ Status MeasureRaw(Env* env, Clock* clock, const std::string& dir,
         STOKER_RETURN_IF_ERROR(wf->Append(s.fields[f].data.data(), s.fields[f].data.size()));
         len += s.fields[f].data.size();
       }
-      recs.push_back({off, len});
+      raw->recs.push_back({off, len});
       off += len;
     }
     STOKER_RETURN_IF_ERROR(wf->Close());
   }
   row->convert_s = (clock->NowNanos() - t0) * 1e-9;
-  STOKER_ASSIGN_OR_RETURN(FileInfo fi, env->Stat(path));
+  STOKER_ASSIGN_OR_RETURN(FileInfo fi, env->Stat(raw->path));
+  raw->size = fi.size;
   row->bytes_on_disk = fi.size;
   row->files = 1;
   row->samples = samples.size();
   uint64_t n = samples.size();
   size_t max_len = 1;
-  for (const auto& r : recs) max_len = std::max<size_t>(max_len, r.second);
-  std::vector<uint8_t> buf(std::max<size_t>(max_len, 1u << 20));
-  std::vector<uint64_t> perm = Permutation(n, o.seed, 3);
-  // kind 0: 1 MiB blocks; 1: records in random order; 2: records in file order.
-  auto pass_once = [&](const RandomAccessFile& f, int kind) -> Result<Timed> {
-    Timed t;
-    int64_t s0 = clock->NowNanos();
-    double c0 = ThreadCpuSeconds();
-    if (kind == 0) {
-      for (uint64_t off = 0; off < fi.size;) {
-        STOKER_ASSIGN_OR_RETURN(size_t got, f.ReadAt(off, 1u << 20, buf.data()));
-        if (got == 0) break;
-        off += got;
-        t.bytes += got;
-      }
-    } else {
-      for (uint64_t k = 0; k < n; ++k) {
-        uint64_t i = kind == 1 ? perm[k] : k;
-        STOKER_RETURN_IF_ERROR(f.ReadExact(recs[i].first, recs[i].second, buf.data()));
-        t.bytes += recs[i].second;
-      }
-    }
-    t.cpu_seconds = ThreadCpuSeconds() - c0;
-    t.seconds = (clock->NowNanos() - s0) * 1e-9;
-    return t;
-  };
+  for (const auto& r : raw->recs) max_len = std::max<size_t>(max_len, r.second);
+  raw->buf.resize(std::max<size_t>(max_len, 1u << 20));
+  raw->perm = Permutation(n, o.seed, 3);
   const int repeats = std::max(1, o.repeats);
   for (int state = 0; state < 2; ++state) {
     bool cold = state == 0;
     if ((cold && !o.cold) || (!cold && !o.warm)) continue;
     ReadSpeeds& rs = cold ? row->cold : row->warm;
-    std::unique_ptr<RandomAccessFile> warm_file;
     if (!cold) {
-      STOKER_ASSIGN_OR_RETURN(warm_file, env->NewRandomAccessFile(path));
-      STOKER_RETURN_IF_ERROR(pass_once(*warm_file, 0).status());
+      STOKER_ASSIGN_OR_RETURN(raw->file, env->NewRandomAccessFile(raw->path));
+      STOKER_RETURN_IF_ERROR(raw->Pass(clock, *raw->file, 0).status());
     }
     Timed best[3];
     for (int kind = 0; kind < 3; ++kind) {
       for (int r = 0; r < repeats; ++r) {
         std::unique_ptr<RandomAccessFile> f;
         if (cold) {
-          STOKER_RETURN_IF_ERROR(env->DropCache(path));
-          STOKER_ASSIGN_OR_RETURN(f, env->NewRandomAccessFile(path));
+          STOKER_RETURN_IF_ERROR(env->DropCache(raw->path));
+          STOKER_ASSIGN_OR_RETURN(f, env->NewRandomAccessFile(raw->path));
         }
-        STOKER_ASSIGN_OR_RETURN(Timed t, pass_once(cold ? *f : *warm_file, kind));
+        STOKER_ASSIGN_OR_RETURN(Timed t, raw->Pass(clock, cold ? *f : *raw->file, kind));
         KeepBest(t, r == 0, &best[kind]);
       }
     }
@@ -275,6 +310,12 @@ Status MeasureRaw(Env* env, Clock* clock, const std::string& dir,
     seq.cpu_seconds = std::min(record.cpu_seconds, block.cpu_seconds);
     Fill(seq, n, &rs.seq_sps, &rs.seq_mb_s, &rs.seq_s, &rs.seq_cpu_s);
     Fill(best[1], n, &rs.rand_sps, &rs.rand_mb_s, &rs.rand_s, &rs.rand_cpu_s);
+    if (!cold) {
+      row->ref_seq_s = rs.seq_s;
+      row->ref_seq_cpu_s = rs.seq_cpu_s;
+      row->ref_rand_s = rs.rand_s;
+      row->ref_rand_cpu_s = rs.rand_cpu_s;
+    }
     // One flat file: a shuffled epoch over shards is a scan.
     rs.shuffled_sps = rs.seq_sps;
     rs.shuffled_mb_s = rs.seq_mb_s;
@@ -282,7 +323,6 @@ Status MeasureRaw(Env* env, Clock* clock, const std::string& dir,
     rs.shuffled_cpu_s = rs.seq_cpu_s;
     (cold ? row->has_cold : row->has_warm) = true;
   }
-  if (!o.keep) env->RemoveFile(path).IgnoreError();
   row->ok = true;
   return Status::OK();
 }
@@ -343,7 +383,8 @@ Result<FormatBenchResult> RunFormatBench(const FormatBenchOptions& o) {
 
   FormatBenchRow raw;
   raw.format = "raw";
-  STOKER_RETURN_IF_ERROR(MeasureRaw(env, clock, o.work_dir, samples, o, &raw, &res));
+  RawFile rawfile;
+  STOKER_RETURN_IF_ERROR(MeasureRaw(env, clock, o.work_dir, samples, o, &raw, &res, &rawfile));
   res.rows.push_back(raw);
   if (o.progress) o.progress("measured raw baseline");
 
@@ -394,7 +435,7 @@ Result<FormatBenchResult> RunFormatBench(const FormatBenchOptions& o) {
       if (bytes.ok()) row.bytes_on_disk = *bytes, row.files = files.size();
       else st = bytes.status();
     }
-    if (st.ok()) st = MeasureFormat(env, clock, spec, files, n, o, &row);
+    if (st.ok()) st = MeasureFormat(env, clock, spec, files, n, o, &rawfile, &row);
     row.ok = st.ok();
     if (!st.ok()) row.error = st.message();
     if (!o.keep) ClearDir(env, dir).IgnoreError();
@@ -403,6 +444,8 @@ Result<FormatBenchResult> RunFormatBench(const FormatBenchOptions& o) {
                         : fmt::format("{} failed: {}", fmt_name, row.error));
     res.rows.push_back(row);
   }
+  rawfile.file.reset();
+  if (!o.keep) env->RemoveFile(rawfile.path).IgnoreError();
   res.recommendation = Recommend(res);
   return res;
 }
@@ -428,11 +471,20 @@ std::string FormatBenchTable(const FormatBenchResult& r) {
     // Ratios against the raw baseline from warm passes (cold when there are none):
     // sequential as % of raw throughput, random as a multiple of raw pread time; each in
     // wall-clock and in CPU time (c).
-    bool w = row.has_warm && raw && raw->has_warm;
+    bool w = row.has_warm && row.ref_seq_s > 0;
     const ReadSpeeds& x = w ? row.warm : row.cold;
-    const ReadSpeeds* b = raw ? (w ? &raw->warm : &raw->cold) : nullptr;
-    double seqp = b ? pct(b->seq_s, x.seq_s) : 0, seqc = b ? pct(b->seq_cpu_s, x.seq_cpu_s) : 0;
-    double rx = b ? times(b->rand_s, x.rand_s) : 0, rxc = b ? times(b->rand_cpu_s, x.rand_cpu_s) : 0;
+    double seqp = 0, seqc = 0, rx = 0, rxc = 0;
+    if (w) {
+      seqp = pct(row.ref_seq_s, x.seq_s);
+      seqc = pct(row.ref_seq_cpu_s, x.seq_cpu_s);
+      rx = times(row.ref_rand_s, x.rand_s);
+      rxc = times(row.ref_rand_cpu_s, x.rand_cpu_s);
+    } else if (raw && raw->has_cold && row.has_cold) {
+      seqp = pct(raw->cold.seq_s, x.seq_s);
+      seqc = pct(raw->cold.seq_cpu_s, x.seq_cpu_s);
+      rx = times(raw->cold.rand_s, x.rand_s);
+      rxc = times(raw->cold.rand_cpu_s, x.rand_cpu_s);
+    }
     double open_ms = (row.has_warm ? row.warm.open_s : row.cold.open_s) * 1e3;
     s += fmt::format(
         "{:<9} {:>8.1f} {:>5} {:>7.2f} {:>7.1f} | {:>8.0f} {:>7.1f} {:>8.0f} {:>8.0f} | {:>8.0f} "
@@ -442,9 +494,10 @@ std::string FormatBenchTable(const FormatBenchResult& r) {
         row.warm.seq_mb_s, row.warm.rand_sps, row.warm.shuffled_sps, seqp, seqc, rx, rxc);
   }
   s += "(samples/s unless noted; cold = page cache dropped with fadvise DONTNEED and the data "
-       "set reopened; open = opening and indexing, not in the read times; seq% = sequential "
-       "throughput vs raw, rand x = random-access time / raw pread time, warm; c = by the "
-       "reading thread's CPU time; targets: seq% >= 90, rand x <= 2)\n";
+       "set reopened; open = opening and indexing, not in the read times; seq% = warm sequential "
+       "throughput vs raw, rand x = warm random-access time / raw pread time, each against raw "
+       "passes run alternately with the format's own; c = by the reading thread's CPU time; "
+       "targets: seq% >= 90, rand x <= 2)\n";
   if (raw)
     s += fmt::format(
         "raw sequential baseline: {} (1 MiB blocks {:.1f} ms, cpu {:.1f} ms; per-record preads "
@@ -487,6 +540,11 @@ std::string FormatBenchJson(const FormatBenchResult& r) {
       x["convert_s"] = row.convert_s;
       if (row.has_cold) x["cold"] = speeds(row.cold);
       if (row.has_warm) x["warm"] = speeds(row.warm);
+      if (row.ref_seq_s > 0)
+        x["paired_raw_warm"] = {{"seq_s", row.ref_seq_s},
+                                {"seq_cpu_s", row.ref_seq_cpu_s},
+                                {"rand_s", row.ref_rand_s},
+                                {"rand_cpu_s", row.ref_rand_cpu_s}};
     }
     j["formats"].push_back(x);
   }

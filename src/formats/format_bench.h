@@ -11,8 +11,9 @@
 //
 // Timing: the dataset is opened once per cache state (its open time is reported apart),
 // every pass runs `repeats` times and the fastest counts, both in wall-clock time and in
-// the reading thread's CPU time (CLOCK_THREAD_CPUTIME_ID). On a shared machine the CPU
-// time is the steadier measure; on a quiet one both agree for warm passes.
+// the reading thread's CPU time (CLOCK_THREAD_CPUTIME_ID). Each warm pass is preceded by a
+// raw pass of the same kind, and a format's ratios use those paired raw passes, so that a
+// change in machine load during the run shifts both sides alike.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +64,9 @@ struct FormatBenchRow {
   double convert_s = 0;
   bool has_cold = false, has_warm = false;
   ReadSpeeds cold, warm;
+  // The raw baseline's warm passes run alternately with this format's (best of the same
+  // number of runs): the reference for this row's ratios. Sequential: the faster raw method.
+  double ref_seq_s = 0, ref_seq_cpu_s = 0, ref_rand_s = 0, ref_rand_cpu_s = 0;
 };
 
 struct FormatBenchResult {

@@ -536,7 +536,8 @@ class Hdf5Dataset final : public Dataset {
   // Finds object `index` of the global heap collection at `coll`: its file offset and
   // size, and the collection (with its bytes) when it is small. False: not as expected.
   Result<bool> HeapObject(uint64_t coll, uint64_t index, uint64_t* off, uint64_t* size,
-                          std::shared_ptr<const HeapCollection>* hold) const {
+                          std::shared_ptr<const HeapCollection>* hold,
+                          uint64_t* coll_size) const {
     auto find = [&](const HeapCollection& hc) {
       for (const auto& o : hc.objs)
         if (o.index == index) {
@@ -557,10 +558,16 @@ class Hdf5Dataset final : public Dataset {
     const uint64_t fsize = raw_->size();
     if (coll == 0 || coll > fsize || fsize - coll < 32) return false;
     uint8_t h[32];
-    STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, sizeof h, h));
+    NextHeader& next = NextHeaderSlot();
+    if (next.owner == id_ && next.addr == coll) {
+      std::memcpy(h, next.bytes, sizeof h);  // read with the previous object
+    } else {
+      STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, sizeof h, h));
+    }
     if (std::memcmp(h, "GCOL", 4) != 0 || h[4] != 1) return false;
     uint64_t cs = LoadLE(h + 8, 8);
     if (cs < 32 || cs > fsize - coll) return false;
+    *coll_size = cs;
     if (cs > kKeepCollection) {
       // A large collection: normally one object (one sample's bytes) right after the header.
       uint64_t oi = LoadLE(h + 16, 2), os = LoadLE(h + 24, 8);
@@ -635,17 +642,30 @@ class Hdf5Dataset final : public Dataset {
     }
     uint64_t off = 0, size = 0;
     std::shared_ptr<const HeapCollection> hc;
-    STOKER_ASSIGN_OR_RETURN(bool found, HeapObject(coll, index, &off, &size, &hc));
+    uint64_t cs = 0;
+    STOKER_ASSIGN_OR_RETURN(bool found, HeapObject(coll, index, &off, &size, &hc, &cs));
     if (!found || size != count * f.elem) return false;
     if (hc) {
       const uint8_t* p = hc->bytes.data() + (off - hc->addr);
       out->assign(p, p + size);
     } else {
-      out->resize(size);
-      Status st = raw_->ReadExact(off, size, out->data());
+      // A collection of its own (one large object): also read the rest of the collection
+      // and the next one's header in the same pread. A sequential scan then finds the next
+      // sample's header already read (the writer allocates collections one after another).
+      uint64_t extra = coll + cs + 32 - (off + size);
+      bool ahead = cs >= 32 + size && extra <= kReadAheadSlack && coll + cs + 32 <= raw_->size();
+      out->resize(size + (ahead ? extra : 0));
+      Status st = raw_->ReadExact(off, out->size(), out->data());
       if (!st.ok())
         return st.WithContext(fmt::format("{}: record {} of '/{}' (heap object at {})", path_, i,
                                           c.name, off));
+      if (ahead) {
+        NextHeader& next = NextHeaderSlot();
+        next.owner = id_;
+        next.addr = coll + cs;
+        std::memcpy(next.bytes, out->data() + out->size() - 32, 32);
+      }
+      out->resize(size);
     }
     if (c.kind == Kind::kVlenString) {
       const void* nul = std::memchr(out->data(), 0, out->size());
@@ -776,6 +796,22 @@ class Hdf5Dataset final : public Dataset {
   // guarded by fast_mu_ (taken after H5Mu() when both are held, never before).
   static constexpr uint64_t kKeepCollection = 64u << 10;
   static constexpr size_t kHeapCacheEntries = 4096;
+  static constexpr uint64_t kReadAheadSlack = 8192;
+  // The global heap collection header that follows the last large object this thread
+  // read (of the dataset with id `owner`); checked like any header before use.
+  struct NextHeader {
+    uint64_t owner = 0, addr = 0;
+    uint8_t bytes[32];
+  };
+  static NextHeader& NextHeaderSlot() {
+    thread_local NextHeader slot;
+    return slot;
+  }
+  static uint64_t NewId() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }
+  const uint64_t id_ = NewId();
   mutable std::mutex fast_mu_;
   mutable std::vector<FastCol> fast_;
   mutable std::unordered_map<uint64_t, std::shared_ptr<const HeapCollection>> heap_cache_;

@@ -1,6 +1,7 @@
 #include "formats/parquet_dataset.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -375,7 +376,7 @@ uint32_t LoadU32(const uint8_t* p) {
 // Where the values of one data page lie.
 struct PageValues {
   std::vector<std::pair<uint64_t, uint32_t>> values;  // (file offset, length) per row
-  uint64_t page_offset = 0;
+  uint64_t page_offset = 0, page_end = 0;
   std::vector<uint8_t> bytes;  // the whole page when its values are small; else empty
 };
 
@@ -550,14 +551,21 @@ class ParquetDataset final : public Dataset {
     if (cp.direct && loc.offset >= 0 && loc.compressed_page_size > 0) {
       uint64_t page_size = static_cast<uint64_t>(loc.compressed_page_size);
       thread_local std::vector<uint8_t> prefix;
-      prefix.resize(std::min<uint64_t>(page_size, 1024));
-      STOKER_RETURN_IF_ERROR(raw_->ReadExact(loc.offset, prefix.size(), prefix.data()));
+      prefix.resize(std::min<uint64_t>(page_size, kPrefix));
+      NextPrefix& next = NextPrefixSlot();
+      if (next.owner == id_ && next.offset == static_cast<uint64_t>(loc.offset) &&
+          next.bytes.size() >= prefix.size()) {
+        std::memcpy(prefix.data(), next.bytes.data(), prefix.size());  // read with the last value
+      } else {
+        STOKER_RETURN_IF_ERROR(raw_->ReadExact(loc.offset, prefix.size(), prefix.data()));
+      }
       PageHeaderInfo h;
       if (ParsePageHeader(prefix.data(), prefix.size(), &h) && h.type == 0 && h.encoding == 0 &&
           h.num_values > 0 && h.compressed_size == h.uncompressed_size &&
           h.header_len + static_cast<uint64_t>(h.compressed_size) == page_size) {
         pv = std::make_shared<PageValues>();
         pv->page_offset = static_cast<uint64_t>(loc.offset);
+        pv->page_end = pv->page_offset + page_size;
         bool small = page_size <= 1024 || page_size / static_cast<uint64_t>(h.num_values) <= 2048;
         if (small && page_size > prefix.size()) {
           pv->bytes.resize(page_size);
@@ -665,10 +673,26 @@ class ParquetDataset final : public Dataset {
       const uint8_t* src = pv->bytes.data() + (foff - pv->page_offset);
       dst->assign(src, src + len);
     } else {
-      dst->resize(len);
-      Status st = raw_->ReadExact(foff, len, dst->data());
+      // The page's last value: read the next page's header with it (one pread per value
+      // in a sequential scan). The next page must follow directly in the same chunk.
+      uint64_t extra = 0;
+      if (row + 1 == pv->values.size() && p + 1 < cp.pages.size() && foff + len == pv->page_end &&
+          static_cast<uint64_t>(cp.pages[p + 1].offset) == pv->page_end) {
+        uint64_t next_size = static_cast<uint64_t>(cp.pages[p + 1].compressed_page_size);
+        extra = std::min<uint64_t>(next_size, kPrefix);
+        if (pv->page_end + extra > raw_->size()) extra = 0;
+      }
+      dst->resize(len + extra);
+      Status st = raw_->ReadExact(foff, dst->size(), dst->data());
       if (!st.ok())
         return st.WithContext(fmt::format("{}: row {}: column '{}'", path_, index, c.name));
+      if (extra) {
+        NextPrefix& next = NextPrefixSlot();
+        next.owner = id_;
+        next.offset = pv->page_end;
+        next.bytes.assign(dst->data() + len, dst->data() + len + extra);
+      }
+      dst->resize(len);
     }
     if (c.role == Role::kKey) {
       out->key.assign(dst->begin(), dst->end());
@@ -848,6 +872,22 @@ class ParquetDataset final : public Dataset {
 
   std::unique_ptr<stoker::RandomAccessFile> raw_;  // direct page reads
   bool direct_ = false;
+  static constexpr uint64_t kPrefix = 1024;  // bytes read to parse a page header
+  // The start of the page that follows the last large value this thread read (of the
+  // dataset with id `owner`), read in the same pread; parsed like any page header.
+  struct NextPrefix {
+    uint64_t owner = 0, offset = 0;
+    std::vector<uint8_t> bytes;
+  };
+  static NextPrefix& NextPrefixSlot() {
+    thread_local NextPrefix slot;
+    return slot;
+  }
+  static uint64_t NewId() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }
+  const uint64_t id_ = NewId();
   static constexpr uint64_t kPageCacheBytes = 64ull << 20;
   static constexpr size_t kPageCacheEntries = 1u << 20;
   mutable std::mutex page_mu_;  // guards page_cache_ and page_cache_bytes_

@@ -327,6 +327,41 @@ Status WdsDataset::Read(uint64_t index, Sample* out) const {
   out->key = idx.keys[i];
   size_t end = i + 1 < idx.samples() ? idx.first[i + 1] : idx.comps.size();
   out->location = fmt::format("{}:member '{}'", idx.path, idx.comps[idx.first[i]].name);
+  // One pread for the whole sample when the members after the first are small and close
+  // (e.g. x.jpg then x.cls): the first member's buffer takes the span and the others are
+  // copied out of its tail. Saves a system call per extra member.
+  size_t first = idx.first[i];
+  if (end - first >= 2) {
+    const WdsComponent& a = idx.comps[first];
+    const WdsComponent& z = idx.comps[end - 1];
+    bool ordered = true;
+    for (size_t c = first + 1; c < end && ordered; ++c)
+      ordered = idx.comps[c].offset >= idx.comps[c - 1].offset + idx.comps[c - 1].size;
+    uint64_t span = ordered ? z.offset + z.size - a.offset : 0;
+    if (ordered && span - a.size <= 8192) {
+      const size_t base = out->num_fields;
+      for (size_t c = first; c < end; ++c) {
+        if (out->num_fields == out->fields.size()) out->fields.emplace_back();
+        out->fields[out->num_fields++].name = idx.comps[c].ext;
+      }
+      std::vector<uint8_t>& head = out->fields[base].data;
+      head.resize(span);
+      Status st = file->ReadExact(a.offset, span, head.data());
+      if (!st.ok()) return st.WithContext(fmt::format("{}:member '{}'", idx.path, a.name));
+      for (size_t c = first + 1; c < end; ++c) {
+        const WdsComponent& w = idx.comps[c];
+        const uint8_t* src = head.data() + (w.offset - a.offset);
+        out->fields[base + (c - first)].data.assign(src, src + w.size);
+      }
+      head.resize(a.size);
+      for (size_t k = base; k < out->num_fields; ++k) {
+        int64_t label;
+        if (out->fields[k].name == "cls" && ParseLabel(out->fields[k].data, &label))
+          out->label = label;
+      }
+      return Status::OK();
+    }
+  }
   for (size_t c = idx.first[i]; c < end; ++c) {
     const WdsComponent& w = idx.comps[c];
     // Like AddField, but keeps the spare buffer's old bytes: resize then only initializes
