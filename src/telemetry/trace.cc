@@ -471,10 +471,12 @@ class Builder {
         int64_t dev = ev.device >= 0 ? ev.device : (ev.pid.is_num ? ev.pid.num : 0);
         GpuActivity& g = Gpu(dev);
         g.memcpys++;
-        if (ev.correlation >= 0) {
-          copy_kinds_.push_back({ev.correlation, Contains(n, "HtoD")   ? kCopyH2D
-                                                 : Contains(n, "DtoH") ? kCopyD2H
-                                                                       : kCopyOther});
+        if (ev.correlation >= 0) {  // only the directions the doctor attributes
+          if (Contains(n, "HtoD")) {
+            copy_kinds_.push_back({ev.correlation, kCopyH2D});
+          } else if (Contains(n, "DtoH")) {
+            copy_kinds_.push_back({ev.correlation, kCopyD2H});
+          }
         }
         if (Contains(n, "HtoD")) {
           if (Contains(n, "Pageable")) {
@@ -705,7 +707,7 @@ class Builder {
   std::unordered_map<int64_t, size_t> thread_index_;
   std::unordered_map<int64_t, uint64_t> step_threads_;
   // Host copy calls and GPU copies, joined by correlation id in Finish().
-  enum : uint8_t { kCopyH2D, kCopyD2H, kCopyOther };
+  enum : uint8_t { kCopyH2D, kCopyD2H };
   struct CopyCall {
     int64_t corr, begin, end;
   };
