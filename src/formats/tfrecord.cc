@@ -760,11 +760,12 @@ Status TFRecordWriter::Close() {
 }
 
 void RegisterTFRecordFormat() {
-  auto open = [](bool raw) {
-    return [raw](const std::string& path,
-                 const DatasetOptions& opts) -> Result<std::unique_ptr<Dataset>> {
+  auto open = [](bool raw, bool crc = true) {
+    return [raw, crc](const std::string& path,
+                      const DatasetOptions& opts) -> Result<std::unique_ptr<Dataset>> {
       TFRecordOptions t;
       t.raw_names = raw;
+      t.verify_crc = crc;
       auto r = TFRecordDataset::Open(path, opts, t);
       if (!r.ok()) return r.status();
       return std::unique_ptr<Dataset>(std::move(r).value());
@@ -778,6 +779,11 @@ void RegisterTFRecordFormat() {
                          {},
                          open(true),
                          "TFRecord with the original feature names (image/encoded kept)"});
+  RegisterDatasetFormat({"tfrecord-nocrc",
+                         {},
+                         open(false, false),
+                         "TFRecord without the data CRC check (as DALI reads; the length CRC "
+                         "is still checked)"});
   RegisterDatasetWriter("tfrecord", [](const std::string& path, const WriterOptions& opts)
                                         -> Result<std::unique_ptr<DatasetWriter>> {
     auto r = TFRecordWriter::Open(path, opts);
