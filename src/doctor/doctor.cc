@@ -384,14 +384,29 @@ GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th) {
   for (const auto& s : log.samples) by_gpu[s.gpu].push_back(&s);
   double util_sum = 0, busy = 0, util_n = 0, pw_sum = 0, pw_n = 0, sm_sum = 0, sm_n = 0,
          tc_sum = 0, tc_n = 0, thr_busy = 0, thr_n = 0, cpu_sum = 0, cpu_n = 0, rd_sum = 0,
-         rd_n = 0;
+         rd_n = 0, thr_clk_sum = 0, thr_clk_n = 0;
   for (auto& [gpu, v] : by_gpu) {
     if (gpu >= 0) r.gpus++;
     GpuLogSeries ser;
     ser.gpu = gpu;
     size_t stride = std::max<size_t>(1, v.size() / 600);
     double run_start = NAN, prev_t = NAN;
+    int run_samples = 0;
+    double gpu_starved = 0;
     bool have_util = false;
+    // A starvation period: at least two consecutive samples below low_util (one sample is
+    // within the sampling noise of utilization.gpu) lasting at least starvation_gap_s.
+    auto close_run = [&](double end_t) {
+      double len = end_t - run_start;
+      if (run_samples >= 2 && len >= th.starvation_gap_s) {
+        r.starvation_periods++;
+        r.starvation_s += len;
+        gpu_starved += len;
+        r.longest_starvation_s = std::max(r.longest_starvation_s, len);
+      }
+      run_start = NAN;
+      run_samples = 0;
+    };
     for (size_t i = 0; i < v.size(); ++i) {
       const auto& s = *v[i];
       r.duration_s = std::max(r.duration_s, s.t_s);
@@ -401,17 +416,12 @@ GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th) {
         util_n++;
         bool is_busy = s.util >= th.busy_util_pct;
         if (is_busy) busy++;
-        // Starvation runs: consecutive samples below low_util.
         bool low = s.util < th.low_util * 100;
-        if (low && std::isnan(run_start)) run_start = s.t_s;
-        if (!low && !std::isnan(run_start)) {
-          double len = s.t_s - run_start;
-          if (len >= th.starvation_gap_s) {
-            r.starvation_periods++;
-            r.starvation_s += len;
-            r.longest_starvation_s = std::max(r.longest_starvation_s, len);
-          }
-          run_start = NAN;
+        if (low) {
+          if (std::isnan(run_start)) run_start = s.t_s;
+          run_samples++;
+        } else if (!std::isnan(run_start)) {
+          close_run(s.t_s);
         }
         if (is_busy && s.throttle >= 0) {
           thr_n++;
@@ -419,9 +429,16 @@ GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th) {
           if (bad) {
             thr_busy++;
             r.throttle_bits_seen |= bad;
+            if (!std::isnan(s.sm_clock_mhz)) thr_clk_sum += s.sm_clock_mhz, thr_clk_n++;
           }
         }
       }
+      if (!std::isnan(s.max_sm_clock_mhz)) {
+        r.max_sm_clock_mhz = std::isnan(r.max_sm_clock_mhz)
+                                 ? s.max_sm_clock_mhz
+                                 : std::max(r.max_sm_clock_mhz, s.max_sm_clock_mhz);
+      }
+      if (!std::isnan(s.power_limit_w)) r.power_limit_w = s.power_limit_w;
       if (!std::isnan(s.mem_used_mib) && !std::isnan(s.mem_total_mib) && s.mem_total_mib > 0) {
         double f = s.mem_used_mib / s.mem_total_mib;
         r.mem_used_max_frac = std::isnan(r.mem_used_max_frac) ? f : std::max(r.mem_used_max_frac, f);
@@ -449,16 +466,24 @@ GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th) {
       }
       prev_t = s.t_s;
     }
-    if (have_util && !std::isnan(run_start)) {
-      double len = prev_t - run_start;
-      if (len >= th.starvation_gap_s) {
-        r.starvation_periods++;
-        r.starvation_s += len;
-        r.longest_starvation_s = std::max(r.longest_starvation_s, len);
-      }
+    if (have_util && !std::isnan(run_start)) close_run(prev_t);
+    if (gpu_starved > 0) {
+      r.starvation_by_gpu.push_back({gpu, gpu_starved});
+      double span = v.back()->t_s - v.front()->t_s;
+      double frac = span > 0 ? std::min(1.0, gpu_starved / span) : 0;
+      if (frac > r.starved_gpu_frac) r.starved_gpu_frac = frac, r.starved_gpu = gpu;
     }
     r.series.push_back(std::move(ser));
   }
+  if (std::isnan(r.max_sm_clock_mhz)) {
+    for (const auto& s : log.samples) {
+      if (!std::isnan(s.sm_clock_mhz)) {
+        r.max_sm_clock_mhz = std::isnan(r.max_sm_clock_mhz) ? s.sm_clock_mhz
+                                                            : std::max(r.max_sm_clock_mhz, s.sm_clock_mhz);
+      }
+    }
+  }
+  if (thr_clk_n > 0) r.throttled_sm_clock_mhz = thr_clk_sum / thr_clk_n;
   if (util_n > 0) r.util_mean = util_sum / util_n, r.busy_frac = busy / util_n;
   if (pw_n > 0) r.power_mean_w = pw_sum / pw_n;
   if (sm_n > 0) r.sm_active_mean = sm_sum / sm_n;
@@ -597,8 +622,8 @@ Finding InputFinding(double data_frac, double idle_data_frac, double step_s, int
     need = std::clamp(need, 1, 1024);
     f.fix += fmt::format(
         " Loading takes about {} per batch against {} for the rest of the step, so about {} "
-        "worker{} (each on a free core) hide it fully{}.",
-        Ms(load_s), Ms(rest_s), need, need == 1 ? "" : "s",
+        "worker{} (each on a free core) {} it fully{}.",
+        Ms(load_s), Ms(rest_s), need, need == 1 ? "" : "s", need == 1 ? "hides" : "hide",
         cpus > 0 && need > cpus ? fmt::format("; with {} cores the loading, not the model, "
                                               "will still set the pace",
                                               cpus)
@@ -1084,22 +1109,30 @@ Result<Report> Diagnose(const DoctorInputs& in) {
     if (g.starvation_periods > 0) {
       Finding f;
       f.id = "gpu.starvation";
-      f.severity = g.duration_s > 0 && g.starvation_s / g.duration_s >= th.input_verdict ? "high"
-                                                                                          : "medium";
+      f.severity = g.starved_gpu_frac >= th.input_verdict ? "high" : "medium";
       f.title = "Periods where the GPU is starved";
+      std::string per_gpu;
+      for (const auto& [gpu, secs] : g.starvation_by_gpu) {
+        if (!per_gpu.empty()) per_gpu += ", ";
+        per_gpu += gpu >= 0 ? fmt::format("GPU {} {:.1f} s", gpu, secs) : fmt::format("{:.1f} s", secs);
+      }
       f.evidence = fmt::format(
-          "{}: {} periods with utilization below {:.0f}% lasting at least {:.1f} s, {:.1f} s in "
-          "all ({} of {:.0f} s), the longest {:.1f} s; mean utilization {:.0f}%.",
-          g.path, g.starvation_periods, th.low_util * 100, th.starvation_gap_s, g.starvation_s,
-          g.duration_s > 0 ? Pct(g.starvation_s / g.duration_s) : "?", g.duration_s,
-          g.longest_starvation_s, g.util_mean);
+          "{}: {} period{} with utilization below {:.0f}% for at least {:.1f} s ({}); the most "
+          "starved GPU{} is starved {} of the {:.0f} s sampled, the longest period {:.1f} s; "
+          "mean utilization {:.0f}%.",
+          g.path, g.starvation_periods, g.starvation_periods == 1 ? "" : "s",
+          th.low_util * 100, th.starvation_gap_s, per_gpu,
+          g.starved_gpu >= 0 ? fmt::format(" ({})", g.starved_gpu) : std::string(),
+          Pct(g.starved_gpu_frac), g.duration_s, g.longest_starvation_s, g.util_mean);
+      if (g.starvation_by_gpu.size() < static_cast<size_t>(std::max(1, g.gpus)) && g.gpus > 1) {
+        f.evidence += " Only some GPUs starve: if they train one job, look at what differs "
+                      "(their ranks' input, their node).";
+      }
       f.fix = "Record a profiler trace over one of these periods (torch.profiler with a "
               "schedule) and run stoker doctor on it to tell data waits from host overhead; "
               "periodic gaps often come from evaluation, checkpointing or the DataLoader "
               "restarting its workers each epoch (persistent_workers=True).";
-      if (g.duration_s > 0) {
-        f.expected_speedup = SpeedupFromRemoving(g.duration_s, g.starvation_s);
-      }
+      f.expected_speedup = SpeedupFromRemoving(1.0, g.starved_gpu_frac);
       F.push_back(f);
     }
     if (!std::isnan(g.throttled_busy_frac) && g.throttled_busy_frac >= th.throttle_verdict / 2) {
@@ -1108,14 +1141,55 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       f.severity = g.throttled_busy_frac >= th.throttle_verdict ? "high" : "medium";
       f.title = "Clocks are throttled while the GPU is busy";
       f.evidence = fmt::format(
-          "{}: {} of busy samples report {} (max temperature {:.0f} C, max power {:.0f} W).",
+          "{}: {} of busy samples report {} (max temperature {:.0f} C, max power {:.0f} W{}).",
           g.path, Pct(g.throttled_busy_frac), telemetry::ThrottleReasonNames(g.throttle_bits_seen),
-          g.temp_max_c, g.power_max_w);
+          g.temp_max_c, g.power_max_w,
+          std::isnan(g.power_limit_w) ? std::string()
+                                      : fmt::format(", limit {:.0f} W", g.power_limit_w));
+      if (!std::isnan(g.throttled_sm_clock_mhz) && !std::isnan(g.max_sm_clock_mhz) &&
+          g.max_sm_clock_mhz > 0) {
+        f.evidence += fmt::format(" The SM clock averages {:.0f} MHz in those samples, {} of "
+                                  "the {:.0f} MHz maximum.",
+                                  g.throttled_sm_clock_mhz,
+                                  Pct(g.throttled_sm_clock_mhz / g.max_sm_clock_mhz),
+                                  g.max_sm_clock_mhz);
+      }
       f.fix = (g.throttle_bits_seen & telemetry::kThrottleThermalMask)
                   ? "Thermal or hardware slowdown: check cooling and airflow, fans, and the "
                     "node's other load; report the node to the cluster admins."
-                  : "Power capping: check the power limit (nvidia-smi -q -d POWER), the "
-                    "cluster's power policy, and whether other GPUs share the budget.";
+                  : "Power capping: the GPU holds its power limit by lowering clocks. At the "
+                    "default limit under full load this is normal operation; if the limit is "
+                    "below the board's default (nvidia-smi -q -d POWER), raise it or ask for "
+                    "the cluster's power policy, and check whether other GPUs share the budget.";
+      F.push_back(f);
+    }
+    // DCGM guidance: SM activity >= 0.8 is necessary for good use; < 0.5 likely ineffective.
+    if (!std::isnan(g.sm_active_mean) && g.sm_active_mean < 0.5 && !std::isnan(g.util_mean) &&
+        g.util_mean >= th.busy_util_pct) {
+      Finding f;
+      f.id = "gpu.sm_activity";
+      f.severity = "medium";
+      f.title = "The GPU is busy but its SMs are mostly idle";
+      f.evidence = fmt::format(
+          "{}: utilization averages {:.0f}% (a kernel is running), but SM activity averages "
+          "{:.2f} (DCGM: below 0.5 likely indicates ineffective GPU use; 0.8 is needed).",
+          g.path, g.util_mean, g.sm_active_mean);
+      f.fix = "The kernels do not fill the GPU: raise the batch size (or sequence packing), "
+              "fuse small kernels (torch.compile), and check with a profiler trace which "
+              "kernels dominate.";
+      F.push_back(f);
+    }
+    if (!std::isnan(g.tensor_active_mean) && g.tensor_active_mean < 0.01 &&
+        !std::isnan(g.sm_active_mean) && g.sm_active_mean >= 0.3) {
+      Finding f;
+      f.id = "gpu.tensor_cores";
+      f.severity = "low";
+      f.title = "Tensor cores are idle";
+      f.evidence = fmt::format("{}: tensor pipe activity averages {:.3f} while SM activity is "
+                               "{:.2f}.",
+                               g.path, g.tensor_active_mean, g.sm_active_mean);
+      f.fix = "If the model is matmul/convolution heavy, enable mixed precision "
+              "(torch.autocast with bf16/fp16) or TF32 (torch.backends.cuda.matmul.allow_tf32).";
       F.push_back(f);
     }
     if (!std::isnan(g.mem_used_max_frac) && g.mem_used_max_frac < 0.5 && !std::isnan(g.util_mean) &&
@@ -1149,8 +1223,12 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   if (!rep.gpu_logs.empty()) {
     cands.push_back({Verdict::kThrottled, throttled, th.throttle_verdict});
     if (!rep.has_trace && !std::isnan(util_mean)) {
-      // No trace: utilization alone says the GPU waits, not on what.
-      cands.push_back({Verdict::kInputBound, 1.0 - util_mean / 100.0, 1.0 - th.low_util});
+      // No trace: utilization alone says the GPU waits, not on what. The score is the
+      // larger of the mean idle share and the most starved GPU's starved share.
+      double starved = 0;
+      for (const auto& g : rep.gpu_logs) starved = std::max(starved, g.starved_gpu_frac);
+      cands.push_back({Verdict::kInputBound, std::max(1.0 - util_mean / 100.0, starved),
+                       1.0 - th.low_util});
     }
   }
 
@@ -1329,7 +1407,18 @@ Result<Report> Diagnose(const DoctorInputs& in) {
                         ? fmt::format("Healthy: no single bottleneck; DataLoader wait {}, "
                                       "compute {} of the {} step.",
                                       Pct(B->data_wait), Pct(B->compute), step)
-                        : "Healthy: no bottleneck visible in these inputs.";
+                        : (!std::isnan(util_mean)
+                               ? fmt::format("Healthy on average: GPU utilization averages "
+                                             "{:.0f}%{}.",
+                                             util_mean,
+                                             std::any_of(rep.findings.begin(), rep.findings.end(),
+                                                         [](const Finding& f) {
+                                                           return f.id == "gpu.starvation";
+                                                         })
+                                                 ? ", but with starved periods (see the "
+                                                   "findings); a trace tells why"
+                                                 : "")
+                               : "Healthy: no bottleneck visible in these inputs.");
       break;
   }
   bool any_util = false;

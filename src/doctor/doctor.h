@@ -185,6 +185,13 @@ struct GpuLogReport {
   double power_mean_w = NAN, power_max_w = NAN, temp_max_c = NAN;
   double throttled_busy_frac = NAN; // busy samples with power/thermal throttle bits
   int64_t throttle_bits_seen = 0;   // OR of the reasons seen while busy
+  double throttled_sm_clock_mhz = NAN;  // mean SM clock in throttled busy samples
+  double max_sm_clock_mhz = NAN;        // clocks.max.sm, else the highest SM clock seen
+  double power_limit_w = NAN;
+  // Per GPU: starved time and its share of that GPU's sampled time; the worst GPU.
+  int starved_gpu = -1;
+  double starved_gpu_frac = 0;
+  std::vector<std::pair<int, double>> starvation_by_gpu;  // (gpu, starved seconds)
   double sm_active_mean = NAN, tensor_active_mean = NAN;
   double proc_cpu_cores_mean = NAN, cpus = NAN, read_mib_s_mean = NAN;
   std::vector<GpuLogSeries> series;

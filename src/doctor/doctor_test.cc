@@ -405,6 +405,40 @@ TEST(Doctor, GpuLogStarvationAndThrottling) {
   EXPECT_NE(Find(*r, "gpu.throttle")->fix.find("power"), std::string::npos);
 }
 
+TEST(Doctor, GpuLogStarvationPerGpuAndSmActivity) {
+  telemetry::GpuLog log;
+  log.path = "two.csv";
+  // GPU 0 busy throughout; GPU 1 starved from 2.0 to 6.0 s, plus one lone low sample at
+  // 8.0 s (one sample is noise, not a period). 0.5 s spacing over 10 s.
+  for (int i = 0; i <= 20; ++i) {
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      telemetry::GpuSample s;
+      s.t_s = i * 0.5;
+      s.gpu = gpu;
+      bool low = gpu == 1 && ((i >= 4 && i < 12) || i == 16);
+      s.util = low ? 5 : 95;
+      s.sm_active = 0.3;
+      s.tensor_active = 0.0;
+      log.samples.push_back(s);
+    }
+  }
+  GpuLogReport g = AnalyzeGpuLog(log, Thresholds{});
+  EXPECT_EQ(g.starvation_periods, 1);
+  EXPECT_NEAR(g.starvation_s, 4.0, 1e-9);
+  EXPECT_EQ(g.starved_gpu, 1);
+  EXPECT_NEAR(g.starved_gpu_frac, 0.4, 1e-9);
+  DoctorInputs in;
+  in.gpu_logs.push_back(log);
+  auto r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  const Finding* f = Find(*r, "gpu.starvation");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(*f->expected_speedup, 1.0 / 0.6, 1e-9);
+  EXPECT_NE(f->evidence.find("GPU 1 4.0 s"), std::string::npos) << f->evidence;
+  EXPECT_NE(Find(*r, "gpu.sm_activity"), nullptr);   // util ~86%, SM activity 0.3
+  EXPECT_NE(Find(*r, "gpu.tensor_cores"), nullptr);
+}
+
 TEST(Doctor, PipelineMetricsNameTheStage) {
   telemetry::PipelineMetrics m;
   m.path = "bench.json";

@@ -211,6 +211,12 @@ nlohmann::json ReportToJson(const Report& r) {
                              {"temp_max_c", Num(g.temp_max_c)},
                              {"throttled_busy_frac", Num(g.throttled_busy_frac)},
                              {"throttle_reasons", telemetry::ThrottleReasonNames(g.throttle_bits_seen)},
+                             {"throttled_sm_clock_mhz", Num(g.throttled_sm_clock_mhz)},
+                             {"max_sm_clock_mhz", Num(g.max_sm_clock_mhz)},
+                             {"power_limit_w", Num(g.power_limit_w)},
+                             {"starved_gpu", g.starved_gpu >= 0 ? nlohmann::json(g.starved_gpu)
+                                                                : nlohmann::json(nullptr)},
+                             {"starved_gpu_frac", Num(g.starved_gpu_frac)},
                              {"sm_active_mean", Num(g.sm_active_mean)},
                              {"tensor_active_mean", Num(g.tensor_active_mean)},
                              {"proc_cpu_cores_mean", Num(g.proc_cpu_cores_mean)},
