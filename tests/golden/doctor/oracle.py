@@ -16,6 +16,11 @@ as they are (no device-side extension), and merges intervals with plain sorting:
   comm_frac           CPU-only: collectives (gloo:/nccl:/c10d::) while the step thread is
                       in no operator; GPU: nccl kernels not overlapped by compute kernels
   pageable_h2d        number of Memcpy HtoD (Pageable -> Device)
+  idle_in_h2d_call_frac, idle_in_d2h_call_frac
+                      GPU idle (outside DataLoader waits) while the host is inside a
+                      cudaMemcpy* call whose GPU copy (same correlation id) is HtoD / DtoH
+  idle_in_optimizer_frac
+                      GPU idle (outside DataLoader waits) inside Optimizer.* host spans
 """
 import glob
 import gzip
@@ -87,6 +92,24 @@ def analyze(path):
         r["compute_frac"] = clip(comp, win) / total
         r["comm_frac"] = clip(subtract(comm, comp), win) / total
         r["pageable_h2d"] = sum(1 for e in gpu if "HtoD (Pageable" in e["name"])
+        # GPU idle while the host sits in a cudaMemcpy* call, by the direction of the copy
+        # that call launched (the GPU copy with the same args.correlation), outside
+        # DataLoader waits.
+        idle = subtract(merge(win), merge([(e["ts"], e["ts"] + e["dur"]) for e in gpu]))
+        idle = subtract(idle, dl)
+        kind = {e["args"]["correlation"]: e["name"] for e in gpu
+                if cat(e) in ("gpu_memcpy", "memcpy") and "correlation" in e.get("args", {})}
+        calls = [e for e in ev if cat(e) in ("cuda_runtime", "runtime")
+                 and e["name"].startswith("cudaMemcpy") and "correlation" in e.get("args", {})]
+        h2d = merge([(e["ts"], e["ts"] + e["dur"]) for e in calls
+                     if "HtoD" in kind.get(e["args"]["correlation"], "")])
+        d2h = merge([(e["ts"], e["ts"] + e["dur"]) for e in calls
+                     if "DtoH" in kind.get(e["args"]["correlation"], "")])
+        r["idle_in_h2d_call_frac"] = clip(subtract(idle, subtract(idle, h2d)), win) / total
+        r["idle_in_d2h_call_frac"] = clip(subtract(idle, subtract(idle, subtract(d2h, h2d))), win) / total
+        opt = merge([(e["ts"], e["ts"] + e["dur"]) for e in ev
+                     if e["name"].startswith("Optimizer.") and cat(e) != "gpu_user_annotation"])
+        r["idle_in_optimizer_frac"] = clip(subtract(idle, subtract(idle, opt)), win) / total
     else:
         special = ("ProfilerStep#", "enumerate(DataLoader)#", "Optimizer.", "gloo:", "nccl:", "c10d::", "record_param_comms")
         ops = merge([(e["ts"], e["ts"] + e["dur"]) for e in ev
