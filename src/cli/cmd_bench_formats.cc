@@ -22,7 +22,8 @@ struct BenchFormatsArgs {
   bool no_cold = false, no_warm = false, keep = false;
   uint64_t seed = 1;
   int repeats = 3;
-  std::string json, html;
+  std::string json, html = "stoker-bench-formats.html";
+  bool no_chart = false;
 };
 
 int RunBenchFormats(const BenchFormatsArgs& a) {
@@ -62,10 +63,11 @@ int RunBenchFormats(const BenchFormatsArgs& a) {
     Status st = Env::Default()->WriteFileAtomic(a.json, j.data(), j.size());
     if (!st.ok()) return Fail(st);
   }
-  if (!a.html.empty()) {
+  if (!a.html.empty() && !a.no_chart) {
     std::string h = FormatBenchHtml(*r);
     Status st = Env::Default()->WriteFileAtomic(a.html, h.data(), h.size());
     if (!st.ok()) return Fail(st);
+    std::fprintf(stderr, "bench formats: charts written to %s\n", a.html.c_str());
   }
   for (const auto& row : r->rows)
     if (!row.ok) return 1;
@@ -95,7 +97,9 @@ void RegisterBenchFormatsCommand(CLI::App& bench) {
   c->add_option("--repeats", a->repeats, "runs per timed pass; the fastest counts")
       ->capture_default_str();
   c->add_option("--json", a->json, "write the results as JSON");
-  c->add_option("--html", a->html, "write an HTML report with charts");
+  c->add_option("--html", a->html, "HTML report with charts (written by default)")
+      ->capture_default_str();
+  c->add_flag("--no-chart", a->no_chart, "do not write the HTML report");
   c->callback([a] { SetAction([a] { return RunBenchFormats(*a); }); });
 }
 

@@ -236,8 +236,11 @@ def _pyarrow():
     return pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
 
 
-@pytest.mark.parametrize("page_index", [False, True])
-def test_pyarrow_parquet_read_by_stoker(tmp_path, page_index):
+@pytest.mark.parametrize("page_index,plain", [(False, False), (True, False), (True, True)])
+def test_pyarrow_parquet_read_by_stoker(tmp_path, page_index, plain):
+    # plain: the layout docs/storage.md recommends (no dictionary, uncompressed, page
+    # index), which stoker reads by direct page reads; the nullable "note" column with nulls
+    # goes through Arrow's readers in the same file.
     pa, pq = _pyarrow()
     samples = make_samples(60, seed=6)
     score = [float(i) / 7 for i in range(len(samples))]
@@ -251,8 +254,9 @@ def test_pyarrow_parquet_read_by_stoker(tmp_path, page_index):
         "note": pa.array(note, pa.binary()),
     })
     path = str(tmp_path / "pa.parquet")
+    extra = {"use_dictionary": False, "compression": "none"} if plain else {}
     pq.write_table(table, path, row_group_size=16, write_page_index=page_index,
-                   data_page_size=8192)
+                   data_page_size=8192, **extra)
     for shuffle in (None, 13):
         d = stoker_read(path, tmp_path, shuffle)
         assert d["format"] == "parquet" and d["size"] == len(samples)
