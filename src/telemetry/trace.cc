@@ -892,6 +892,10 @@ Result<TraceSummary> ReadTrace(ByteSource* src, const TraceReadOptions& opts) {
                                          }));
         STOKER_ASSIGN_OR_RETURN(c, r.PeekNonWs());
         if (c < 0) return Truncated(src, r.offset(), "the top-level object");
+        if (key == "traceEvents" && c != '[') {
+          return InvalidArgument("{}: \"traceEvents\" at byte {} is not an array of events",
+                                 src->name(), r.offset());
+        }
         if (key == "traceEvents" && c == '[') {
           STOKER_RETURN_IF_ERROR(ReadEventArray(r, src, &b));
           have_events = true;
@@ -946,6 +950,13 @@ Result<TraceSummary> ReadTrace(ByteSource* src, const TraceReadOptions& opts) {
         "{}: the trace has no ProfilerStep#N events: profile with torch.profiler.profile("
         "schedule=...) and call prof.step() once per training iteration",
         src->name());
+  }
+  bool any_step = false;
+  for (const auto& w : out.steps) any_step = any_step || w.end > w.begin;
+  if (!any_step) {
+    return InvalidArgument("{}: the trace's {} ProfilerStep#N event{} no duration (\"dur\" "
+                           "missing, zero or negative): no step to break down",
+                           src->name(), out.steps.size(), out.steps.size() == 1 ? " has" : "s have");
   }
   return out;
 }

@@ -186,6 +186,11 @@ TEST(TraceReader, BadInputIsAnErrorNamingTheFile) {
       {"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1e}]}", "invalid JSON"},
       {"hello", "not a JSON trace"},
       {"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1}]} trailing", "after the end"},
+      {"{\"traceEvents\": 5}", "not an array"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"ProfilerStep#1\", \"ts\": 1, \"dur\": -5}]}",
+       "no duration"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"ProfilerStep#1\", \"ts\": 1}]}",
+       "no duration"},
   };
   for (const auto& c : cases) {
     auto r = Parse(c.text);
