@@ -1255,16 +1255,25 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       if (p.bottleneck_kind == "storage") {
         f.fix = "Storage-bound: read larger sequential shards (WebDataset/TFRecord, stoker "
                 "convert), add a local NVMe cache, raise read parallelism for network storage.";
-      } else if (p.bottleneck_kind == "decode") {
-        f.fix = p.cores_saturated
-                    ? "Decode-bound with the cores saturated: store smaller images, use "
-                      "DCT-scaled/region decode, or decode on the GPU (nvJPEG/DALI)."
-                    : "Decode-bound with idle cores: give the decode stage more threads "
-                      "(stoker tune, or raise --threads/cpu_budget).";
-      } else if (p.bottleneck_kind == "ops") {
-        f.fix = p.cores_saturated ? "Augmentation-bound with the cores saturated: move "
-                                    "augmentation to the GPU or simplify it."
-                                  : "Augmentation-bound: give the ops stage more threads.";
+      } else if (p.bottleneck_kind == "decode" || p.bottleneck_kind == "ops") {
+        const char* what = p.bottleneck_kind == "decode" ? "Decode" : "Augmentation";
+        const char* cheaper = p.bottleneck_kind == "decode"
+                                  ? "store smaller images, use DCT-scaled/region decode, or "
+                                    "decode on the GPU (nvJPEG/DALI)"
+                                  : "move augmentation to the GPU or simplify it";
+        if (!p.cores_saturated) {
+          f.fix = fmt::format("{}-bound with idle cores ({:.1f} of {} busy): give the pipeline "
+                              "more threads (stoker tune, or raise --threads/cpu_budget).",
+                              what, p.cores_busy, p.cpus > 0 ? p.cpus : p.threads);
+        } else if (p.cpus > 0) {
+          f.fix = fmt::format("{}-bound with the {} cores saturated: {}.", what, p.cpus, cheaper);
+        } else {
+          // Saturated against its own threads; the machine's cores are not recorded.
+          f.fix = fmt::format("{}-bound, its {} thread{} busy all the time: if the machine has "
+                              "idle cores, give the pipeline more threads (stoker tune, "
+                              "--threads); if not, {}.",
+                              what, p.threads, p.threads == 1 ? "" : "s", cheaper);
+        }
       } else {
         f.fix = "Batching/prefetch-bound: raise prefetch and the memory budget.";
       }
@@ -1272,6 +1281,12 @@ Result<Report> Diagnose(const DoctorInputs& in) {
     }
   }
 
+  if (rep.pipeline && !rep.has_trace && rep.gpu_logs.empty() &&
+      rep.pipeline->consumer_wait_frac >= 0.95) {
+    rep.notes.push_back("The pipeline's consumer waited almost all the time: it did no work "
+                        "(a benchmark drain), so the verdict is about the pipeline's capacity; "
+                        "compare its samples/s with what the training step consumes.");
+  }
   if (rep.pipeline && rep.pipeline->cpus <= 0) {
     rep.notes.push_back(fmt::format(
         "{}: the cores available to the pipeline are not recorded: core saturation is judged "
@@ -1364,9 +1379,17 @@ Result<Report> Diagnose(const DoctorInputs& in) {
                                                  Pct(B->data_wait), step,
                                                  top_gain("input.dataloader")))
                         : (rep.pipeline && !rep.has_trace && rep.gpu_logs.empty()
-                               ? fmt::format("Input-bound: the consumer waits {} of the time for "
-                                             "the pipeline.",
-                                             Pct(rep.pipeline->consumer_wait_frac))
+                               ? (rep.pipeline->consumer_wait_frac >= 0.95
+                                      ? fmt::format(
+                                            "The pipeline delivers {:.0f} samples/s, bound by "
+                                            "its '{}' stage; its consumer only drained it (a "
+                                            "benchmark), so it starves training that could "
+                                            "consume more than that.",
+                                            rep.pipeline->samples_per_s,
+                                            rep.pipeline->bottleneck)
+                                      : fmt::format("Input-bound: the consumer waits {} of the "
+                                                    "time for the pipeline.",
+                                                    Pct(rep.pipeline->consumer_wait_frac)))
                                : fmt::format("The GPU is mostly idle (mean utilization {:.0f}%): "
                                              "likely starved for input; record a trace to "
                                              "confirm.",
@@ -1420,6 +1443,10 @@ Result<Report> Diagnose(const DoctorInputs& in) {
                                                  : "")
                                : "Healthy: no bottleneck visible in these inputs.");
       break;
+  }
+  if (rep.pipeline && !rep.has_trace && rep.gpu_logs.empty() &&
+      rep.pipeline->consumer_wait_frac >= 0.95) {
+    rep.confidence = std::min(rep.confidence, 0.5);  // a benchmark says nothing of the model
   }
   bool any_util = false;
   for (const auto& g : rep.gpu_logs) any_util = any_util || !std::isnan(g.util_mean);
