@@ -527,7 +527,7 @@ class Builder {
                                        static_cast<uint64_t>(ev.tid.Key()));
     char c0 = n.empty() ? '\0' : n[0];
     if (!(c0 == 'P' || c0 == 'e' || c0 == 'O' || c0 == 'n' || c0 == 'g' || c0 == 'r' ||
-          c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D')) {
+          c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D' || c0 == '[')) {
       Thread(key).Add(b, e);
       return;
     }
@@ -540,10 +540,14 @@ class Builder {
       step_threads_[key]++;
       return;
     }
-    if (StartsWith(n, "enumerate(DataLoader)#") || StartsWith(n, "enumerate(DataPipe)#")) {
+    // PyTorch Lightning's profiler wraps the fetch as "[_TrainingEpochLoop].train_dataloader_next"
+    // (older versions "[TrainingEpochLoop].train_dataloader_next").
+    if (StartsWith(n, "enumerate(DataLoader)#") || StartsWith(n, "enumerate(DataPipe)#") ||
+        (c0 == '[' && n.size() > 23 &&
+         n.compare(n.size() - 23, 23, "].train_dataloader_next") == 0)) {
       out_->data_wait.Add(b, e);
       out_->dataloader_calls++;
-      if (out_->dataloader_iter.empty()) {
+      if (out_->dataloader_iter.empty() && c0 != '[') {
         size_t h = n.find('#');
         std::string_view it = n.substr(h + 1);
         it = it.substr(0, it.find('.'));

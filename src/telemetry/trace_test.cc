@@ -134,6 +134,18 @@ TEST(TraceReader, TinyChunksAndGzipGiveTheSameSummary) {
   EXPECT_NE(two.status().message().find("after the end"), std::string::npos);
 }
 
+TEST(TraceReader, LightningDataLoaderFetchIsADataWait) {
+  std::string s = R"({"traceEvents": [
+  {"name": "ProfilerStep#1", "ph": "X", "cat": "user_annotation", "ts": 100, "dur": 1000, "pid": 1, "tid": 1},
+  {"name": "[_TrainingEpochLoop].train_dataloader_next", "ph": "X", "cat": "user_annotation", "ts": 100, "dur": 300, "pid": 1, "tid": 1},
+  {"name": "[Strategy]SingleDeviceStrategy.training_step", "ph": "X", "cat": "user_annotation", "ts": 400, "dur": 500, "pid": 1, "tid": 1}]})";
+  auto r = Parse(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->data_wait.Total(), 300'000);
+  EXPECT_EQ(r->dataloader_calls, 1u);
+  EXPECT_EQ(r->dataloader_iter, "");  // the loader class is unknown
+}
+
 TEST(TraceReader, BareEventArrayFromOlderProfiler) {
   std::string s = R"([{"name": "ProfilerStep#4", "ph": "X", "ts": 122, "dur": 671, "tid": 1, "pid": "CPU functions", "args": {}},
   {"name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "ph": "X", "ts": 137, "dur": 145, "tid": 1, "pid": "CPU functions", "args": {}},
