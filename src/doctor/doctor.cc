@@ -463,6 +463,8 @@ GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th) {
                                                                  : NAN);
         ser.power_w.push_back(s.power_w);
         ser.temp_c.push_back(s.temp_c);
+        ser.proc_cpu_cores.push_back(s.proc_cpu_cores);
+        ser.read_mib_s.push_back(s.read_mib_s);
       }
       prev_t = s.t_s;
     }

@@ -170,6 +170,7 @@ struct Finding {
 struct GpuLogSeries {
   int gpu = -1;
   std::vector<double> t_s, util, mem_used_frac, power_w, temp_c;  // downsampled (<= 600)
+  std::vector<double> proc_cpu_cores, read_mib_s;  // stoker watch: the process tree
 };
 
 struct GpuLogReport {

@@ -620,6 +620,10 @@ TEST(Doctor, HostOnlySamplesSayTheGpuWasNotSeen) {
   EXPECT_LE(r->confidence, 0.3);
   EXPECT_NE(r->summary.find("No GPU samples"), std::string::npos) << r->summary;
   EXPECT_NE(r->summary.find("1.5 of 2 cores"), std::string::npos) << r->summary;
+  std::string html = RenderHtml(*r);
+  EXPECT_NE(html.find("CPU cores busy"), std::string::npos);
+  EXPECT_NE(html.find("no GPU utilization samples"), std::string::npos);
+  EXPECT_EQ(RenderMarkdown(*r).find("nan"), std::string::npos);
 }
 
 }  // namespace

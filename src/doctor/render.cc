@@ -404,8 +404,10 @@ std::string RenderMarkdown(const Report& r) {
   if (!r.gpu_logs.empty()) {
     o += "### GPU logs\n\n| log | samples | util mean | starved periods | memory max | throttled (busy) |\n|---|---:|---:|---:|---:|---:|\n";
     for (const auto& g : r.gpu_logs) {
-      o += fmt::format("| {} | {} | {:.0f}% | {} | {} | {} |\n", MdEsc(g.path), g.samples,
-                       g.util_mean, g.starvation_periods,
+      o += fmt::format("| {} | {} | {} | {} | {} | {} |\n", MdEsc(g.path), g.samples,
+                       std::isnan(g.util_mean) ? std::string("-")
+                                               : fmt::format("{:.0f}%", g.util_mean),
+                       g.starvation_periods,
                        std::isnan(g.mem_used_max_frac) ? "-" : Pct(g.mem_used_max_frac),
                        std::isnan(g.throttled_busy_frac) ? "-" : Pct(g.throttled_busy_frac));
     }
@@ -634,9 +636,11 @@ std::string RenderHtml(const Report& r) {
     h += "<h2>Ranks compared (mean step)</h2>\n" + RanksSvg(r) + Legend(r.gpu) + "\n";
   }
   for (const auto& g : r.gpu_logs) {
-    h += fmt::format("<h2>GPU log: {}</h2><p>{}, {} samples over {:.0f} s, mean utilization "
-                     "{:.0f}%, {} starvation period(s).</p>\n",
-                     Esc(g.path), Esc(g.format), g.samples, g.duration_s, g.util_mean,
+    h += fmt::format("<h2>GPU log: {}</h2><p>{}, {} samples over {:.0f} s, {}, {} starvation "
+                     "period(s).</p>\n",
+                     Esc(g.path), Esc(g.format), g.samples, g.duration_s,
+                     std::isnan(g.util_mean) ? std::string("no GPU utilization samples")
+                                             : fmt::format("mean utilization {:.0f}%", g.util_mean),
                      g.starvation_periods);
     std::vector<std::pair<std::string, const GpuLogSeries*>> ser;
     for (const auto& s : g.series) ser.push_back({"GPU " + std::to_string(s.gpu), &s});
@@ -647,6 +651,14 @@ std::string RenderHtml(const Report& r) {
     if (!pw.empty()) h += "<p>Power (W)</p>" + pw;
     std::string tc = LinePlotSvg(ser, &GpuLogSeries::temp_c, 0, " C");
     if (!tc.empty()) h += "<p>Temperature (C)</p>" + tc;
+    // Host columns repeat on every GPU's rows: plot them once.
+    std::vector<std::pair<std::string, const GpuLogSeries*>> host;
+    if (!g.series.empty()) host.push_back({"process tree", &g.series.front()});
+    std::string cpu = LinePlotSvg(host, &GpuLogSeries::proc_cpu_cores,
+                                  std::isnan(g.cpus) ? 0 : g.cpus, " cores");
+    if (!cpu.empty()) h += "<p>CPU cores busy in the watched process tree</p>" + cpu;
+    std::string rd = LinePlotSvg(host, &GpuLogSeries::read_mib_s, 0, " MiB/s");
+    if (!rd.empty()) h += "<p>Disk read (MiB/s)</p>" + rd;
   }
   if (r.pipeline) {
     const auto& p = *r.pipeline;
