@@ -76,6 +76,13 @@ int Watch(const WatchFlags& f) {
   std::vector<char*> argv;
   for (const auto& a : f.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // Handlers before the fork: a signal that arrives between fork and the parent's next
+  // line must not kill watch (the child's exec resets handled signals to the default).
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
   std::fflush(nullptr);
   pid_t child = ::fork();
   if (child < 0) {
@@ -89,11 +96,6 @@ int Watch(const WatchFlags& f) {
     ::_exit(127);
   }
   ::setpgid(child, child);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
 
   (void)(*out)->Append(telemetry::SamplesCsvHeader().data(), telemetry::SamplesCsvHeader().size());
   telemetry::ProcSampler proc(child);

@@ -124,4 +124,14 @@ TEST_F(DoctorCli, WatchForwardsCtrlCToTheCommand) {
   EXPECT_NE(r.out.find("forwarded SIGINT"), std::string::npos) << r.out;
 }
 
+TEST_F(DoctorCli, WatchKillsACommandThatIgnoresCtrlC) {
+  // The command ignores SIGINT; the third Ctrl-C becomes SIGKILL for its process group.
+  std::string out = (dir_ / "k.csv").string();
+  CmdResult r = Exec("watch --no-gpu --out " + out +
+                     " -- sh -c 'trap \"\" INT; kill -INT $PPID; sleep 0.4; kill -INT $PPID; "
+                     "sleep 0.4; kill -INT $PPID; sleep 30'");
+  EXPECT_EQ(r.rc, 137) << r.out;
+  EXPECT_NE(r.out.find("forwarded SIGKILL"), std::string::npos) << r.out;
+}
+
 }  // namespace
