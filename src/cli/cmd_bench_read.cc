@@ -2,7 +2,8 @@
 //
 // Sequential: Dataset::Read of every sample in order vs the faster of reading every shard
 // file front to back in 1 MiB preads and one pread per record in file order, each into
-// one reused buffer (raw and stoker passes alternate; best of --repeat, wall and CPU time). Random: Read in a shuffled order vs one
+// one reused buffer (raw and stoker passes alternate; best of --repeat, wall and CPU time).
+// Random: Read in a shuffled order vs one
 // pread per sample of the same byte range (tar header + members, or the TFRecord frame)
 // into a reused buffer. Files are read once before timing (page cache), best of --repeat.
 #include <time.h>

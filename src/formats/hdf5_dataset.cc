@@ -1,5 +1,6 @@
 #include "formats/hdf5_dataset.h"
 
+#include <iterator>
 #include <unistd.h>
 
 #include <algorithm>
@@ -291,7 +292,8 @@ class Hdf5Dataset final : public Dataset {
       }
     }
     if (key_col_ < 0) out->key = std::to_string(index);
-    out->location = Location(index);
+    out->location.clear();
+    fmt::format_to(std::back_inserter(out->location), "{}:record {}", path_, index);
     return Status::OK();
   }
 

@@ -1,5 +1,6 @@
 #include "formats/lmdb_dataset.h"
 
+#include <iterator>
 #include <unistd.h>
 
 #include <cstring>
@@ -187,7 +188,8 @@ class LmdbDataset final : public Dataset {
     }
     ReleaseTxn(txn);
     if (!st.ok()) return st;
-    out->location = fmt::format("{}:record {}", path_, index);
+    out->location.clear();  // reuses the recycled sample's capacity
+    fmt::format_to(std::back_inserter(out->location), "{}:record {}", path_, index);
     return Status::OK();
   }
 

@@ -1,5 +1,6 @@
 #include "formats/parquet_dataset.h"
 
+#include <iterator>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -807,7 +808,8 @@ class ParquetDataset final : public Dataset {
 
   void Finish(uint64_t index, Sample* out) const {
     if (out->key.empty()) out->key = std::to_string(index);
-    out->location = fmt::format("{}:row {}", path_, index);
+    out->location.clear();  // reuses the recycled sample's capacity
+    fmt::format_to(std::back_inserter(out->location), "{}:row {}", path_, index);
   }
 
   Status ReadViaPageIndex(int rg, int64_t off, uint64_t index, Sample* out) const {

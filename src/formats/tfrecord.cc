@@ -1,5 +1,6 @@
 #include "formats/tfrecord.h"
 
+#include <iterator>
 #include <zlib.h>
 
 #include <algorithm>
@@ -658,8 +659,12 @@ Status TFRecordDataset::Read(uint64_t index, Sample* out) const {
       STOKER_RETURN_IF_ERROR(CheckTFRecordData(data, len, data + len, s.path, local, e.offset));
     return st.WithContext(fmt::format("{}: record {} at offset {}", s.path, local, e.offset));
   }
-  out->key = fmt::format("{}/{}", s.stem, local);
-  out->location = fmt::format("{}:record {} (offset {})", s.path, local, e.offset);
+  // format_to reuses the recycled sample's string capacity.
+  out->key.clear();
+  fmt::format_to(std::back_inserter(out->key), "{}/{}", s.stem, local);
+  out->location.clear();
+  fmt::format_to(std::back_inserter(out->location), "{}:record {} (offset {})", s.path, local,
+                 e.offset);
   CrcTrack track;
   track.record = data;
   track.n = len;

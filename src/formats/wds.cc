@@ -1,5 +1,6 @@
 #include "formats/wds.h"
 
+#include <iterator>
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -326,7 +327,9 @@ Status WdsDataset::Read(uint64_t index, Sample* out) const {
   STOKER_ASSIGN_OR_RETURN(auto file, files_.Get(s, idx.path));
   out->key = idx.keys[i];
   size_t end = i + 1 < idx.samples() ? idx.first[i + 1] : idx.comps.size();
-  out->location = fmt::format("{}:member '{}'", idx.path, idx.comps[idx.first[i]].name);
+  out->location.clear();  // reuses the recycled sample's capacity
+  fmt::format_to(std::back_inserter(out->location), "{}:member '{}'", idx.path,
+                 idx.comps[idx.first[i]].name);
   // One pread for the whole sample when the members after the first are small and close
   // (e.g. x.jpg then x.cls): the first member's buffer takes the span and the others are
   // copied out of its tail. Saves a system call per extra member.
