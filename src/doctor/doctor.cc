@@ -1297,15 +1297,14 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   }
 
   // Verdict.
+  // The straggler competes like any other cause: when every rank waits for its
+  // DataLoader and one a little longer, the loaders are the thing to fix (the straggler
+  // stays a finding); when one rank alone is slow, its excess dominates.
   const Candidate* best = nullptr;
-  const Candidate* imb = nullptr;
   for (const auto& c : cands) {
     if (c.score < c.threshold) continue;
-    if (c.v == Verdict::kImbalance) imb = &c;
     if (best == nullptr || c.norm() > best->norm()) best = &c;
   }
-  // A straggler makes every other rank wait: it comes first.
-  if (imb != nullptr) best = imb;
   const Candidate* runner = nullptr;
   for (const auto& c : cands) {
     if (&c == best || c.v == (best ? best->v : Verdict::kHealthy)) continue;

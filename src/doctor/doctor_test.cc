@@ -328,6 +328,16 @@ TEST(Doctor, StragglerRankIsTheImbalance) {
   EXPECT_NE(r.summary.find("rank 1"), std::string::npos);
 }
 
+TEST(Doctor, EveryRankInputBoundIsInputBoundNotImbalance) {
+  // Both ranks wait 50 / 62 ms of 100 for data: the loaders are the problem on both; rank 1
+  // is still named as the straggler.
+  Report r = Diag({CpuRank(0, 50, 17), CpuRank(1, 62, 5)});
+  EXPECT_EQ(r.primary, Verdict::kInputBound);
+  EXPECT_EQ(r.cross.straggler_rank, 1);
+  EXPECT_NE(Find(r, "imbalance.straggler"), nullptr);
+  EXPECT_NE(Find(r, "input.dataloader"), nullptr);
+}
+
 TEST(Doctor, BalancedRanksAreNotImbalanced) {
   Report r = Diag({CpuRank(0, 30, 5), CpuRank(1, 31, 4)});
   EXPECT_EQ(r.cross.straggler_rank, -1);
