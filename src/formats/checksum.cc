@@ -95,51 +95,6 @@ __attribute__((target("sse4.2"))) uint32_t RawHw(uint32_t r, const uint8_t* p, s
   return c32;
 }
 
-// RawHw that also stores every word it reads to dst.
-__attribute__((target("sse4.2"))) uint32_t RawHwCopy(uint32_t r, uint8_t* dst, const uint8_t* p,
-                                                     size_t n) {
-  const Tables& t = T();
-  uint64_t c = r;
-  constexpr size_t L = Tables::kBlock;
-  while (n >= 3 * L) {
-    uint64_t c1 = 0, c2 = 0;
-    for (size_t i = 0; i < L; i += 8) {
-      uint64_t x, y, z;
-      std::memcpy(&x, p + i, 8);
-      std::memcpy(&y, p + L + i, 8);
-      std::memcpy(&z, p + 2 * L + i, 8);
-      c = _mm_crc32_u64(c, x);
-      c1 = _mm_crc32_u64(c1, y);
-      c2 = _mm_crc32_u64(c2, z);
-      std::memcpy(dst + i, &x, 8);
-      std::memcpy(dst + L + i, &y, 8);
-      std::memcpy(dst + 2 * L + i, &z, 8);
-    }
-    uint32_t m = t.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1);
-    m = t.Shift(m) ^ static_cast<uint32_t>(c2);
-    c = m;
-    p += 3 * L;
-    dst += 3 * L;
-    n -= 3 * L;
-  }
-  while (n >= 8) {
-    uint64_t x;
-    std::memcpy(&x, p, 8);
-    c = _mm_crc32_u64(c, x);
-    std::memcpy(dst, &x, 8);
-    p += 8;
-    dst += 8;
-    n -= 8;
-  }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  while (n > 0) {
-    *dst++ = *p;
-    c32 = _mm_crc32_u8(c32, *p++);
-    --n;
-  }
-  return c32;
-}
-
 bool HaveSse42() {
   static const bool have = __builtin_cpu_supports("sse4.2");
   return have;
@@ -167,14 +122,6 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   return Crc32cPortable(data, n, crc);
 }
 
-uint32_t Crc32cCopy(void* dst, const void* src, size_t n, uint32_t crc) {
-#if defined(__x86_64__)
-  if (HaveSse42())
-    return ~RawHwCopy(~crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
-#endif
-  if (n) std::memcpy(dst, src, n);
-  return Crc32cPortable(src, n, crc);
-}
 
 // ---------------------------------------------------------------------------------------
 // XXH64

@@ -12,9 +12,6 @@ namespace stoker {
 
 // CRC32C of data, continuing from `crc` (0 for a fresh checksum). Thread-safe.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
-// Copies n bytes from src to dst (not overlapping) and returns the CRC32C of them,
-// continuing from `crc`: one pass over the data instead of a copy plus a checksum.
-uint32_t Crc32cCopy(void* dst, const void* src, size_t n, uint32_t crc = 0);
 // True when Crc32c uses the SSE4.2 crc32 instruction on this CPU.
 bool Crc32cIsHardware();
 // The table implementation (exposed for tests comparing both paths).

@@ -360,9 +360,23 @@ std::string Recommend(const FormatBenchResult& r) {
     if (!smallest || row.bytes_on_disk < smallest->bytes_on_disk) smallest = &row;
   }
   if (!best_shuf) return "No format could be written and read back.";
+  // Formats within 10% of the fastest shuffled-epoch read are a tie: the storage, not the
+  // format, sets the rate, and the choice can rest on tooling and random access.
+  std::vector<std::string> close;
+  for (const auto& row : r.rows)
+    if (row.ok && row.format != "raw" && &row != best_shuf &&
+        shuf(row) >= 0.9 * shuf(*best_shuf))
+      close.push_back(row.format);
   std::string s = fmt::format(
       "Recommendation: {} for training (fastest shuffled-epoch read: {:.0f} samples/s{}). ",
       best_shuf->format, shuf(*best_shuf), best_shuf->has_cold ? " cold" : " warm");
+  if (!close.empty()) {
+    std::string names;
+    for (const auto& c : close) names += (names.empty() ? "" : ", ") + c;
+    s += fmt::format("{} within 10% of it (a tie: the storage sets the rate; choose by tooling "
+                     "and random access). ",
+                     names);
+  }
   if (best_rand != best_shuf)
     s += fmt::format("For random access by index use {} ({:.0f} samples/s). ", best_rand->format,
                      rnd(*best_rand));

@@ -324,46 +324,27 @@ Status TFRecordFileWriter::Finish() {
 
 namespace {
 
-// Checksums a record while its bytes values are copied out: the gaps between copied values
-// go through Crc32c, the values through Crc32cCopy, so the record is read once.
-struct CrcTrack {
-  const uint8_t* record = nullptr;
-  size_t n = 0;
-  size_t pos = 0;     // bytes [0, pos) are in crc
-  uint32_t crc = 0;
-  bool in_order = true;  // false: values came out of wire order; checksum the whole record
-  uint32_t Finish() {
-    if (!in_order) return Crc32c(record, n);
-    return Crc32c(record + pos, n - pos, crc);
-  }
-};
-
-void CopyValue(const uint8_t* record, size_t off, size_t len, CrcTrack* t, Field* f) {
-  if (t && t->in_order && off >= t->pos) {
-    t->crc = Crc32c(record + t->pos, off - t->pos, t->crc);
-    f->data.resize(len);
-    t->crc = Crc32cCopy(f->data.data(), record + off, len, t->crc);
-    t->pos = off + len;
-    return;
-  }
-  if (t) t->in_order = false;
-  f->data.assign(record + off, record + off + len);
+// Copies a bytes value into a field whose buffer keeps its capacity and size (no zero-fill
+// of the part that is overwritten anyway).
+void CopyValue(const uint8_t* record, size_t off, size_t len, Field* f) {
+  f->data.resize(len);
+  if (len) std::memcpy(f->data.data(), record + off, len);
 }
 
 Status ExampleToSampleImpl(const uint8_t* record, const std::vector<ExampleFeature>& feats,
-                           bool raw_names, Sample* out, CrcTrack* track);
+                           bool raw_names, Sample* out);
 
 }  // namespace
 
 Status ExampleToSample(const uint8_t* record, const std::vector<ExampleFeature>& feats,
                        bool raw_names, Sample* out) {
-  return ExampleToSampleImpl(record, feats, raw_names, out, nullptr);
+  return ExampleToSampleImpl(record, feats, raw_names, out);
 }
 
 namespace {
 
 Status ExampleToSampleImpl(const uint8_t* record, const std::vector<ExampleFeature>& feats,
-                           bool raw_names, Sample* out, CrcTrack* track) {
+                           bool raw_names, Sample* out) {
   static const char* kLabelKeys[] = {"image/class/label", "label", "cls"};
   int label_feat = -1;
   for (const char* k : kLabelKeys) {
@@ -389,7 +370,7 @@ Status ExampleToSampleImpl(const uint8_t* record, const std::vector<ExampleFeatu
       std::string name = (!raw_names && !has_jpg && f.name == "image/encoded") ? "jpg" : f.name;
       for (size_t v = 0; v < f.bytes.size(); ++v) {
         Field* fld = AddFieldForOverwrite(out, v == 0 ? name : fmt::format("{}#{}", name, v));
-        CopyValue(record, f.bytes[v].first, f.bytes[v].second, track, fld);
+        CopyValue(record, f.bytes[v].first, f.bytes[v].second, fld);
       }
     } else if (f.kind == ExampleFeature::Kind::kInt64) {
       Field* fld = out->AddField(f.name);
@@ -650,9 +631,10 @@ Status TFRecordDataset::Read(uint64_t index, Sample* out) const {
     return Corrupt("{}: record {} at offset {}: length {} differs from the index ({})", s.path,
                    local, e.offset, len, e.length());
   const uint8_t* data = frame.data() + kTFRecordHeader;
-  // Decode first, then check the data CRC while the values are copied out (one pass over
-  // the record instead of a checksum pass plus a copy). A record that does not decode is
-  // reported as a CRC error when its CRC is wrong too.
+  // Decode first (so that a record that does not decode but has a bad CRC is reported as a
+  // CRC error), copy the values out, then check the data CRC over the record, which the
+  // pread has just brought into cache. (Checking while copying, in one pass, measured
+  // slower here than memcpy plus a separate crc32-instruction pass.)
   Status st = DecodeExample(data, len, &feats);
   if (!st.ok()) {
     if (opts_.verify_crc)
@@ -665,16 +647,11 @@ Status TFRecordDataset::Read(uint64_t index, Sample* out) const {
   out->location.clear();
   fmt::format_to(std::back_inserter(out->location), "{}:record {} (offset {})", s.path, local,
                  e.offset);
-  CrcTrack track;
-  track.record = data;
-  track.n = len;
-  st = ExampleToSampleImpl(data, feats, opts_.raw_names, out, opts_.verify_crc ? &track : nullptr);
+  st = ExampleToSampleImpl(data, feats, opts_.raw_names, out);
   if (!st.ok() || !opts_.verify_crc) return st;
-  if (track.Finish() != UnmaskCrc32c(Le32(data + len))) {
-    out->Clear();
-    return Corrupt("{}: record {} at offset {}: bad data CRC", s.path, local, e.offset);
-  }
-  return Status::OK();
+  st = CheckTFRecordData(data, len, data + len, s.path, local, e.offset);
+  if (!st.ok()) out->Clear();
+  return st;
 }
 
 std::string TFRecordDataset::Key(uint64_t index) const {

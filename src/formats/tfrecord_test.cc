@@ -37,17 +37,6 @@ TEST(Crc32c, KnownValuesAndBothImplementationsAgree) {
   EXPECT_NE(MaskCrc32c(c), c);
 }
 
-TEST(Crc32c, CopyingChecksumEqualsCopyPlusChecksum) {
-  std::vector<uint8_t> b(3 * 4096 * 2 + 77);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 131 + 7);
-  for (size_t n : {0ul, 1ul, 7ul, 8ul, 100ul, 3 * 4096ul, 3 * 4096ul + 13, b.size()}) {
-    std::vector<uint8_t> dst(n + 1, 0xAB);
-    EXPECT_EQ(Crc32cCopy(dst.data(), b.data(), n, 5), Crc32c(b.data(), n, 5)) << n;
-    EXPECT_TRUE(std::equal(b.begin(), b.begin() + n, dst.begin())) << n;
-    EXPECT_EQ(dst[n], 0xAB) << n;  // nothing written past n
-  }
-}
-
 TEST(XXH64, KnownValuesAndStreamingEqualsOneShot) {
   EXPECT_EQ(XXH64("", 0), 0xef46db3751d8e999ull);
   EXPECT_EQ(XXH64("abc", 3), 0x44bc2cf5ad770999ull);
