@@ -122,7 +122,6 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   return Crc32cPortable(data, n, crc);
 }
 
-
 // ---------------------------------------------------------------------------------------
 // XXH64
 
