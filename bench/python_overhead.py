@@ -21,6 +21,9 @@ Robustness on a shared machine:
   * CPU time per sample (user + system of the whole process, engine threads included,
     over the whole run: creation, warm-up batch and all epochs), which load on other
     cores disturbs much less than wall time;
+  * the CPU the rest of the machine used during each repetition ("others": busy cores from
+    /proc/stat minus this process and its children), so that disturbed repetitions can be
+    seen; the ratios are also given over the quiet repetitions only (others < 0.25 cores);
   * load average before and after, date, commit, command line: in the output and --json.
 
 The target (issue 4) is numpy/cpp and torch/cpp >= 0.95. A ratio is called conclusive only
@@ -45,6 +48,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TARGET = 0.95
+QUIET_CORES = 0.25  # a repetition is quiet when the rest of the machine used less
 
 
 def find_stoker_binary(stoker):
@@ -75,6 +79,22 @@ def make_data(exe, out, count):
 def _cpu():
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
+
+
+def _busy_seconds():
+    """CPU seconds the whole machine spent busy (all processes), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def run_python(stoker, data, kw, epochs, output):
@@ -208,14 +228,19 @@ def main(argv=None):
             print(f"({v} left out: {e})", file=sys.stderr)
             variants.remove(v)
     runs = {v: [] for v in variants}
+    others = []  # per repetition: cores the rest of the machine kept busy
     for rep in range(a.reps):
         k = rep % len(variants)
         order = variants[k:] + variants[:k]
+        b0, o0, t0 = _busy_seconds(), _own_seconds(), time.perf_counter()
         for v in order:
             runs[v].append(measure(v))
+        b1, o1, t1 = _busy_seconds(), _own_seconds(), time.perf_counter()
+        others.append(max(0.0, ((b1 - b0) - (o1 - o0)) / (t1 - t0)) if b0 is not None else None)
         print(f"rep {rep} ({' '.join(order)}): " + "  ".join(
             f"{v} {runs[v][-1]['samples_per_s']:.1f}/s {runs[v][-1]['cpu_us_per_sample']:.0f}us"
-            for v in variants), flush=True)
+            for v in variants) + (f"  [others {others[-1]:.2f} cores]"
+                                  if others[-1] is not None else ""), flush=True)
     load_after = os.getloadavg()
 
     summary = {}
@@ -241,11 +266,19 @@ def main(argv=None):
             "median"]
         conclusive = abs(paired - TARGET) > noise
         verdict = ("met" if paired >= TARGET else "missed") if conclusive else "inconclusive"
+        quiet = [i for i, o in enumerate(others) if o is not None and o < QUIET_CORES]
+        quiet_paired = (statistics.median(runs[v][i]["samples_per_s"] /
+                                          runs["cpp"][i]["samples_per_s"] for i in quiet)
+                        if quiet else None)
         ratios[v] = {"of_medians": of_medians, "paired_median": paired, "cpu_per_sample": cpu,
+                     "quiet_reps": quiet, "quiet_paired_median": quiet_paired,
                      "target": TARGET, "verdict": verdict}
         print(f"ratio {v}/cpp: {of_medians:.3f} (medians), {paired:.3f} (paired median); "
               f"CPU per sample {cpu:.3f}x cpp; target >= {TARGET}: {verdict} "
               f"(cpp spread {100 * noise:.1f}%)")
+        if quiet_paired is not None:
+            print(f"  over the {len(quiet)} quiet repetitions (others < {QUIET_CORES} cores): "
+                  f"paired median {quiet_paired:.3f}")
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     if cmd:
         print(f"cli command: {' '.join(cmd)}")
@@ -255,7 +288,7 @@ def main(argv=None):
                        "commit": git_commit(), "command": [sys.executable] + sys.argv,
                        "load_before": load_before, "load_after": load_after,
                        "cpus": os.cpu_count(), "config": kw, "epochs": a.epochs,
-                       "reps": a.reps, "data": data, "cli_command": cmd, "runs": runs,
+                       "reps": a.reps, "data": data, "cli_command": cmd, "runs": runs, "others_cores": others,
                        "summary": summary, "ratios": ratios}, f, indent=2)
     shutil.rmtree(tmp, ignore_errors=True)  # generated images and the CLI's JSON
     return 0
