@@ -462,7 +462,8 @@ class Hdf5Dataset final : public Dataset {
     if (!ok || x.unit == 0 || n_ == 0) return;
     if (layout == H5D_CONTIGUOUS) {
       haddr_t a = H5Dget_offset(c.dset);
-      if (a == HADDR_UNDEF) return;
+      if (a == HADDR_UNDEF || x.unit > raw_->size() / n_ || a > raw_->size() - n_ * x.unit)
+        return;  // not stored (yet), or not inside the file
       x.contiguous = true;
       x.addr = a;
       x.chunk_rows = x.cache ? std::max<uint64_t>(1, (64u << 10) / x.unit) : n_;
@@ -471,6 +472,7 @@ class Hdf5Dataset final : public Dataset {
       for (int d = 1; d < c.rank; ++d)
         if (cdims[d] != c.dims[d]) return;  // a chunk must hold whole rows
       x.chunk_rows = cdims[0];
+      if (x.unit > raw_->size() / x.chunk_rows) return;  // a chunk larger than the file
     } else {
       return;  // compact or virtual
     }
@@ -500,8 +502,9 @@ class Hdf5Dataset final : public Dataset {
       hsize_t size = 0;
       if (H5Dget_chunk_info_by_coord(cols_[k].dset, off, &mask, &addr, &size) < 0)
         H5Eclear2(H5E_DEFAULT);
-      else if (addr != HADDR_UNDEF && mask == 0 && size == f.chunk_rows * f.unit && addr != 0)
-        a = addr;
+      else if (addr != HADDR_UNDEF && mask == 0 && size == f.chunk_rows * f.unit && addr != 0 &&
+               size <= raw_->size() && addr <= raw_->size() - size)
+        a = addr;  // (a damaged file may claim any size or address: those go to libhdf5)
     }
     std::lock_guard<std::mutex> lk(fast_mu_);
     f.chunk_addr[chunk] = a;

@@ -549,7 +549,10 @@ class ParquetDataset final : public Dataset {
     const parquet::PageLocation& loc = cp.pages[p];
     const Col& col = cols_[k];
     std::shared_ptr<PageValues> pv;
-    if (cp.direct && loc.offset >= 0 && loc.compressed_page_size > 0) {
+    if (cp.direct && loc.offset >= 0 && loc.compressed_page_size > 0 &&
+        static_cast<uint64_t>(loc.offset) <= raw_->size() &&
+        static_cast<uint64_t>(loc.compressed_page_size) <=
+            raw_->size() - static_cast<uint64_t>(loc.offset)) {
       uint64_t page_size = static_cast<uint64_t>(loc.compressed_page_size);
       thread_local std::vector<uint8_t> prefix;
       prefix.resize(std::min<uint64_t>(page_size, kPrefix));
