@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "codec/image.h"
+#include "core/clock.h"
 #include "codec/test_images.h"
 #include "pipeline/pipeline.h"
 
@@ -71,6 +72,37 @@ class ImagePipeline : public ::testing::Test {
   }
   fs::path dir_;
 };
+
+// threads=auto moves to fused workers at an epoch start when reads cost under a tenth of
+// the compute. A fake clock makes every read take 0 ns of wall time (CPU time is real), so
+// the switch happens at epoch 1 for sure; the batches must not change with it.
+TEST_F(ImagePipeline, AutoSwitchesToFusedWorkersWhenReadsAreCheapWithoutChangingBatches) {
+  FakeClock clock;
+  auto o = Opts();
+  o.threads = 0;
+  o.cpu_budget = 2;
+  o.clock = &clock;
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto o1 = Opts();
+  o1.threads = 1;
+  auto ref = Pipeline::Create(o1);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  for (int e = 0; e < 3; ++e) {
+    Status err, err1;
+    auto got = Epoch(**p, e, &err);
+    auto want = Epoch(**ref, e, &err1);
+    ASSERT_TRUE(err.ok() && err1.ok()) << err.ToString() << err1.ToString();
+    EXPECT_EQ(got.first, want.first) << "epoch " << e;
+    EXPECT_TRUE(got.second == want.second) << "epoch " << e;
+  }
+  PipelineStats st = (*p)->Stats();
+  bool switched = false;
+  for (const auto& t : st.tuning) switched |= t.what.find("fused workers") != std::string::npos;
+  EXPECT_TRUE(switched);
+  EXPECT_EQ(st.threads, st.stages[0].threads);  // fused: the read threads are all there is
+  EXPECT_EQ(st.stages[0].threads, st.stages[1].threads);
+}
 
 TEST_F(ImagePipeline, IdenticalBatchesForOneAndManyThreads) {
   std::vector<uint8_t> ref;
