@@ -141,7 +141,7 @@ struct HeapCollection {
     uint64_t index, offset, size;
   };
   std::vector<Obj> objs;
-  uint64_t addr = 0;
+  uint64_t addr = 0, size = 0;
   std::vector<uint8_t> bytes;  // empty for large collections
 };
 
@@ -539,18 +539,21 @@ class Hdf5Dataset final : public Dataset {
   }
 
   // Finds object `index` of the global heap collection at `coll`: its file offset and
-  // size, and the collection (with its bytes) when it is small. False: not as expected.
-  Result<bool> HeapObject(uint64_t coll, uint64_t index, uint64_t* off, uint64_t* size,
-                          std::shared_ptr<const HeapCollection>* hold,
-                          uint64_t* coll_size) const {
-    auto find = [&](const HeapCollection& hc) {
+  // size, and the collection (with its bytes) when it is small enough to keep. kCorrupt
+  // (without file and record: the caller adds them) when the reference does not lead to
+  // such an object. Those rows are not handed to libhdf5, which trusts the heap and can
+  // crash on a damaged one (seen in H5HG_read).
+  Status HeapObject(uint64_t coll, uint64_t index, uint64_t* off, uint64_t* size,
+                    std::shared_ptr<const HeapCollection>* hold, uint64_t* coll_size) const {
+    auto find = [&](const HeapCollection& hc) -> Status {
       for (const auto& o : hc.objs)
         if (o.index == index) {
           *off = o.offset;
           *size = o.size;
-          return true;
+          *coll_size = hc.size;
+          return Status::OK();
         }
-      return false;
+      return Corrupt("global heap collection at {} has no object {}", coll, index);
     };
     {
       std::lock_guard<std::mutex> lk(fast_mu_);
@@ -561,7 +564,8 @@ class Hdf5Dataset final : public Dataset {
       }
     }
     const uint64_t fsize = raw_->size();
-    if (coll == 0 || coll > fsize || fsize - coll < 32) return false;
+    if (coll == 0 || coll > fsize || fsize - coll < 32)
+      return Corrupt("global heap address {} lies outside the {}-byte file", coll, fsize);
     uint8_t h[32];
     NextHeader& next = NextHeaderSlot();
     if (next.owner == id_ && next.addr == coll) {
@@ -569,21 +573,29 @@ class Hdf5Dataset final : public Dataset {
     } else {
       STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, sizeof h, h));
     }
-    if (std::memcmp(h, "GCOL", 4) != 0 || h[4] != 1) return false;
+    if (std::memcmp(h, "GCOL", 4) != 0 || h[4] != 1)
+      return Corrupt("no global heap collection at {}", coll);
     uint64_t cs = LoadLE(h + 8, 8);
-    if (cs < 32 || cs > fsize - coll) return false;
+    if (cs < 32 || cs > fsize - coll)
+      return Corrupt("global heap collection at {} claims {} bytes", coll, cs);
     *coll_size = cs;
     if (cs > kKeepCollection) {
       // A large collection: normally one object (one sample's bytes) right after the header.
       uint64_t oi = LoadLE(h + 16, 2), os = LoadLE(h + 24, 8);
-      if (oi != index || os > cs - 32) return false;
-      *off = coll + 32;
-      *size = os;
-      hold->reset();
-      return true;
+      if (oi == index && os <= cs - 32) {
+        *off = coll + 32;
+        *size = os;
+        hold->reset();
+        return Status::OK();
+      }
+      if (cs > kMaxWalkedCollection)
+        return Corrupt("global heap collection at {} ({} bytes) has no object {} first", coll,
+                       cs, index);
     }
+    // Read the collection whole and list its objects (kept when small).
     auto hc = std::make_shared<HeapCollection>();
     hc->addr = coll;
+    hc->size = cs;
     hc->bytes.resize(cs);
     STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, cs, hc->bytes.data()));
     for (uint64_t pos = 16; pos + 16 <= cs;) {
@@ -592,10 +604,12 @@ class Hdf5Dataset final : public Dataset {
       hc->objs.push_back({oi, coll + pos + 16, os});
       pos += 16 + ((os + 7) & ~uint64_t{7});
     }
-    std::lock_guard<std::mutex> lk(fast_mu_);
-    if (heap_cache_.size() >= kHeapCacheEntries) heap_cache_.clear();
-    heap_cache_[coll] = hc;
     *hold = hc;
+    if (cs <= kKeepCollection) {
+      std::lock_guard<std::mutex> lk(fast_mu_);
+      if (heap_cache_.size() >= kHeapCacheEntries) heap_cache_.clear();
+      heap_cache_[coll] = hc;
+    }
     return find(*hc);
   }
 
@@ -648,8 +662,13 @@ class Hdf5Dataset final : public Dataset {
     uint64_t off = 0, size = 0;
     std::shared_ptr<const HeapCollection> hc;
     uint64_t cs = 0;
-    STOKER_ASSIGN_OR_RETURN(bool found, HeapObject(coll, index, &off, &size, &hc, &cs));
-    if (!found || size != count * f.elem) return false;
+    Status hst = HeapObject(coll, index, &off, &size, &hc, &cs);
+    if (hst.ok() && size != count * f.elem)
+      hst = Corrupt("global heap object {} at {} holds {} bytes, the row refers to {}", index,
+                    coll, size, count * f.elem);
+    if (!hst.ok())
+      return hst.WithContext(fmt::format("{}: record {} of '/{}' (damaged file)", path_, i,
+                                         c.name));
     if (hc) {
       const uint8_t* p = hc->bytes.data() + (off - hc->addr);
       out->assign(p, p + size);
@@ -802,6 +821,7 @@ class Hdf5Dataset final : public Dataset {
   static constexpr uint64_t kKeepCollection = 64u << 10;
   static constexpr size_t kHeapCacheEntries = 4096;
   static constexpr uint64_t kReadAheadSlack = 8192;
+  static constexpr uint64_t kMaxWalkedCollection = 64ull << 20;
   // The global heap collection header that follows the last large object this thread
   // read (of the dataset with id `owner`); checked like any header before use.
   struct NextHeader {
