@@ -288,8 +288,8 @@ def main(argv=None):
                        "commit": git_commit(), "command": [sys.executable] + sys.argv,
                        "load_before": load_before, "load_after": load_after,
                        "cpus": os.cpu_count(), "config": kw, "epochs": a.epochs,
-                       "reps": a.reps, "data": data, "cli_command": cmd, "runs": runs, "others_cores": others,
-                       "summary": summary, "ratios": ratios}, f, indent=2)
+                       "reps": a.reps, "data": data, "cli_command": cmd, "runs": runs,
+                       "others_cores": others, "summary": summary, "ratios": ratios}, f, indent=2)
     shutil.rmtree(tmp, ignore_errors=True)  # generated images and the CLI's JSON
     return 0
 
