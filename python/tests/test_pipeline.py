@@ -380,3 +380,53 @@ def test_cpp_drain_counts_like_the_python_timing(image_folder):
     assert (r["batches"], r["samples"]) == (10, 40) and r["seconds"] > 0
     r = stoker._errors._ext._cpp_drain(opts, epochs=1, warmup_batches=0)
     assert (r["batches"], r["samples"]) == (6, 24)
+
+
+def test_device_copy_path_runs_one_batch_ahead_and_resumes_exactly(image_folder, monkeypatch):
+    """The device= path without a GPU: _CudaCopier replaced by a recorder. The copy of batch
+    i+1 is issued before batch i is handed over, the host batch is kept until its copy is
+    done (drain), and state_dict() counts only batches handed to the loop."""
+    pytest.importorskip("torch")
+    log = []
+
+    class FakeCopier:
+        def __init__(self, torch, device):
+            self.inflight = []
+
+        def issue(self, host):
+            log.append(("issue", int(host["index"][0])))
+            self.inflight.append(host)
+            return dict(host), len(self.inflight)
+
+        def hand_over(self, item):
+            out, _ = item
+            log.append(("hand_over", int(out["index"][0])))
+            return out
+
+        def drain(self):
+            log.append(("drain", len(self.inflight)))
+            self.inflight.clear()
+
+    monkeypatch.setattr(stoker.pipeline, "_CudaCopier", FakeCopier)
+    kw = dict(SMALL, batch_size=4, seed=12, output="torch")
+    full = digest(stoker.Pipeline(image_folder, **kw))
+    p = stoker.Pipeline(image_folder, **kw)
+    p._device = "fake-cuda"
+    it = iter(p)
+    head = [next(it) for _ in range(2)]
+    firsts = [r["index"][0] for r in full]
+    # Batch 0 and 1 handed over, batch 2's copy already issued.
+    assert log == [("issue", firsts[0]), ("issue", firsts[1]), ("hand_over", firsts[0]),
+                   ("issue", firsts[2]), ("hand_over", firsts[1])]
+    s = p.state_dict()
+    assert (s["epoch"], s["batch"]) == (0, 2)  # the batch in flight is not counted
+    it.close()
+    assert log[-1] == ("drain", 3)
+    q = stoker.Pipeline(image_folder, **kw)
+    q._device = "fake-cuda"
+    q.load_state_dict(s)
+    rest = digest(q)
+    assert rest == full[2:]  # same samples, same decoded pixels
+    assert [list(map(int, b["index"])) for b in head] + [r["index"] for r in rest] == \
+        [r["index"] for r in full]
+    assert q.state_dict()["epoch"] == 1
