@@ -1636,9 +1636,24 @@ Result<DoctorInputs> LoadInputs(Env* env, const std::vector<std::string>& paths,
         }
       }
       if (files.size() == before) {
+        // A TensorBoard log dir keeps each run's traces one level down
+        // (plugins/profile/<run>/): name the subfolders that have some.
+        std::string sub;
+        int shown = 0;
+        for (const auto& e : entries) {
+          if (!e.is_dir) continue;
+          auto inner = env->ListDir(JoinPath(p, e.name));
+          if (!inner.ok()) continue;
+          bool has = std::any_of(inner->begin(), inner->end(),
+                                 [](const auto& f) { return !f.is_dir && Listable(f.name); });
+          if (has && shown++ < 5) sub += (sub.empty() ? "" : ", ") + JoinPath(p, e.name);
+        }
         return InvalidArgument("{}: the folder has no trace, log or metrics files "
-                               "(*.json, *.json.gz, *.csv, *.log)",
-                               p);
+                               "(*.json, *.json.gz, *.csv, *.log){}",
+                               p,
+                               sub.empty() ? std::string()
+                                           : "; these subfolders have some (give one run's "
+                                             "folder): " + sub);
       }
     } else {
       files.push_back(p);

@@ -549,6 +549,11 @@ TEST(Doctor, LoadInputsSniffsAndRejectsUnknownFiles) {
   auto bad = LoadInputs(Env::Default(), {d.string()});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("other.txt"), std::string::npos);
+  fs::create_directories(d / "outer" / "run1");
+  std::ofstream(d / "outer" / "run1" / "host.pt.trace.json") << b.Str();
+  auto nested = LoadInputs(Env::Default(), {(d / "outer").string()});
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("run1"), std::string::npos) << nested.status().ToString();
   auto missing = LoadInputs(Env::Default(), {(d / "nope.json").string()});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("nope.json"), std::string::npos);
