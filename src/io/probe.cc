@@ -294,13 +294,13 @@ FeedAdvice AdviseFeed(const ProbeResult& r, double samples_per_s, double sample_
                               a.need_mb_s, samples_per_s, sample_kb);
   if (a.random_block) {
     if (a.random_ok)
-      t += fmt::format("  Per-sample random reads ({} blocks): OK with {} concurrent readers "
-                       "({:.1f} MB/s).\n",
-                       FormatBlock(a.random_block), a.random_readers, a.random_mb_s);
+      t += fmt::format("  Per-sample random reads (IOPS at {} blocks x {:.0f} KiB): OK with {} "
+                       "concurrent readers ({:.1f} MB/s).\n",
+                       FormatBlock(a.random_block), sample_kb, a.random_readers, a.random_mb_s);
     else
-      t += fmt::format("  Per-sample random reads ({} blocks): NOT enough, best {:.1f} MB/s "
-                       "with {} readers ({:.0f}% of the need).\n",
-                       FormatBlock(a.random_block), a.random_mb_s, a.random_readers,
+      t += fmt::format("  Per-sample random reads (IOPS at {} blocks x {:.0f} KiB): NOT enough, "
+                       "best {:.1f} MB/s with {} readers ({:.0f}% of the need).\n",
+                       FormatBlock(a.random_block), sample_kb, a.random_mb_s, a.random_readers,
                        a.need_mb_s > 0 ? 100.0 * a.random_mb_s / a.need_mb_s : 0.0);
   }
   if (a.sequential_block) {
