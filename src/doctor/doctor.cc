@@ -863,8 +863,9 @@ Result<Report> Diagnose(const DoctorInputs& in) {
         }
       }
       std::string kind = "all_reduce";
-      int64_t best_ns = -1;
+      int64_t best_ns = -1, all_ns = 0;
       for (const auto& [k, ns] : kinds) {
+        all_ns += ns;
         if (ns > best_ns) best_ns = ns, kind = k;
       }
       Finding f;
@@ -875,14 +876,9 @@ Result<Report> Diagnose(const DoctorInputs& in) {
           "Collectives take {} of the step, {} of it overlapped by compute; {} of the step "
           "({} per step) is exposed communication",
           Pct(B->comm_total), Pct(B->comm_overlap), Pct(B->comm), Ms(B->comm * rep.step_s));
-      if (best_ns > 0) {
+      if (best_ns > 0 && all_ns > 0) {
         f.evidence += fmt::format(", mostly {} ({} of collective time)", kind,
-                                  Pct(static_cast<double>(best_ns) /
-                                      static_cast<double>(std::max<int64_t>(
-                                          1, std::accumulate(kinds.begin(), kinds.end(),
-                                                             int64_t{0}, [](int64_t a, const auto& kv) {
-                                                               return a + kv.second;
-                                                             })))));
+                                  Pct(static_cast<double>(best_ns) / static_cast<double>(all_ns)));
       }
       f.evidence += ".";
       if (B->comm - comm_transfer >= 0.01) {
