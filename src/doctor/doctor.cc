@@ -892,9 +892,9 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       for (const auto& t : in.traces) world = std::max(world, t.world_size);
       if (world > static_cast<int>(rep.ranks.size())) {
         f.evidence += fmt::format(
-            " Only {} of the job's {} ranks are in the input: part of this may be waiting "
+            " Only {} of the job's {} ranks {} in the input: part of this may be waiting "
             "for ranks not shown; give every rank's trace to separate transfer from waiting.",
-            rep.ranks.size(), world);
+            rep.ranks.size(), world, rep.ranks.size() == 1 ? "is" : "are");
       }
       if (kind == "all_to_all") {
         f.fix = "All-to-all exchanges (embedding lookups or MoE tokens) are exposed: overlap "
@@ -1316,6 +1316,13 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       c -= 0.2;
     }
     if (rep.has_trace && rep.steps < 3) c -= 0.15;
+    if (best->v == Verdict::kCommunicationBound) {
+      // Exposed communication of a subset of the ranks mixes transfer with waiting for
+      // the ranks not shown.
+      int world = 0;
+      for (const auto& t : in.traces) world = std::max(world, t.world_size);
+      if (world > static_cast<int>(rep.ranks.size())) c -= 0.15;
+    }
     if (!rep.has_trace) c -= 0.2;
     rep.confidence = std::clamp(c, 0.2, 0.98);
   } else if (compute_share >= th.compute_bound && B->data_wait < th.input_warn) {
