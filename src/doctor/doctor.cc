@@ -620,7 +620,7 @@ Finding InputFinding(double data_frac, double idle_data_frac, double step_s, int
     // num_workers=0: each batch is loaded in the wait; workers hide it when together they
     // make a batch per step of the rest of the loop.
     double load_s = data_frac * step_s, rest_s = (1.0 - data_frac) * step_s;
-    int need = static_cast<int>(std::ceil(load_s / std::max(rest_s, 1e-6)));
+    int need = static_cast<int>(std::ceil(load_s / std::max(rest_s, 1e-6) - 1e-9));
     need = std::clamp(need, 1, 1024);
     f.fix += fmt::format(
         " Loading takes about {} per batch against {} for the rest of the step, so about {} "
@@ -630,6 +630,17 @@ Finding InputFinding(double data_frac, double idle_data_frac, double step_s, int
                                               "will still set the pace",
                                               cpus)
                                 : "; add one or two for jitter");
+    f.expected_speedup = SpeedupFromRemoving(step_s, lost * step_s);
+    if (cpus > 0 && need > cpus) {
+      // cpus workers make a batch every load_s / cpus at best: the step cannot get shorter.
+      double floor_s = load_s / cpus;
+      double new_step = std::max(step_s * (1.0 - lost), floor_s);
+      f.expected_speedup = std::min(*f.expected_speedup, step_s / new_step);
+      f.evidence += fmt::format(" With {} cores for workers the step can shrink to about {} "
+                                "(loading-bound).",
+                                cpus, Ms(new_step));
+    }
+    return f;
   }
   f.expected_speedup = SpeedupFromRemoving(step_s, lost * step_s);
   return f;

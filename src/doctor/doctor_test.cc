@@ -338,6 +338,26 @@ TEST(Doctor, EveryRankInputBoundIsInputBoundNotImbalance) {
   EXPECT_NE(Find(r, "input.dataloader"), nullptr);
 }
 
+TEST(Doctor, SingleProcessLoaderGainIsBoundedByTheCores) {
+  // num_workers=0, 90 ms of loading and 10 ms of compute per step: 9 workers would hide it;
+  // with 2 cores for workers a batch comes every 45 ms at best -> 100/45 = 2.22x, not 10x.
+  TraceBuilder b;
+  for (int i = 0; i < 4; ++i) {
+    double s = i * 100000.0;
+    b.Step(i, s, 100000).Data(s, 90000).Op("aten::linear", s + 90000, 10000);
+  }
+  Report unbounded = Diag({b.Summary()});
+  const Finding* u = Find(unbounded, "input.dataloader");
+  ASSERT_NE(u, nullptr);
+  EXPECT_NEAR(*u->expected_speedup, 10.0, 1e-6);
+  EXPECT_NE(u->fix.find("about 9 workers"), std::string::npos) << u->fix;
+  Report bounded = Diag({b.Summary()}, {.cpus = 2});
+  const Finding* f = Find(bounded, "input.dataloader");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(*f->expected_speedup, 100.0 / 45, 1e-6);
+  EXPECT_NE(f->evidence.find("loading-bound"), std::string::npos) << f->evidence;
+}
+
 TEST(Doctor, BalancedRanksAreNotImbalanced) {
   Report r = Diag({CpuRank(0, 30, 5), CpuRank(1, 31, 4)});
   EXPECT_EQ(r.cross.straggler_rank, -1);
