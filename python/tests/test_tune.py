@@ -81,17 +81,29 @@ def _parallel_capacity():
 
 
 def test_workers_help_a_cpu_heavy_dataset():
-    cap = _parallel_capacity()
-    if cap < 1.5:
-        pytest.skip(f"this machine runs two processes only {cap:.2f}x faster than one right now "
+    # A speedup from workers can be shown only while two cores are free: the machine is
+    # checked before and after the sweep, and a sweep that a busy machine may have disturbed
+    # is run again (at most 3 times) instead of judged.
+    caps = []
+    for _ in range(3):
+        cap = _parallel_capacity()
+        caps.append(f"{cap:.2f}x before")
+        if cap < 1.5:
+            continue
+        r = stoker.tune_dataloader(CpuHeavy(), batch_size=8, time_budget=12, num_workers=[0, 2],
+                                   prefetch_factor=(2,), persistent_workers=(False,),
+                                   measure_fixes=False)
+        after = _parallel_capacity()
+        caps.append(f"{after:.2f}x after")
+        if after >= 1.5:
+            break
+    else:
+        pytest.skip(f"two processes ran only {', '.join(caps)} faster than one on this machine "
                     f"(busy): a parallel speedup cannot be shown")
-    r = stoker.tune_dataloader(CpuHeavy(), batch_size=8, time_budget=12, num_workers=[0, 2],
-                               prefetch_factor=(2,), persistent_workers=(False,),
-                               measure_fixes=False)
     by = {t.setting.num_workers: t for t in r.trials}
     assert set(by) == {0, 2} and not any(t.error for t in r.trials)
     assert by[2].samples_per_s > by[0].samples_per_s
-    assert r.recommended.setting.num_workers == 2
+    assert r.recommended.setting.num_workers == 2, r.table()
     assert r.recommended_kwargs["num_workers"] == 2
     assert r.speedup() > 1.0
 
