@@ -363,6 +363,20 @@ class Pipeline:
         self._resume_batch = 0
         self._p.start_epoch(epoch, start)
         self._active = [epoch, start]
+        n = len(self)
+        passed = False
+
+        def handed_over():
+            # The pass is complete once the epoch's last batch is handed to the loop: the
+            # state then points at the next epoch even if the loop never asks for more
+            # (zip with another loader, itertools.islice, a break after the last batch).
+            nonlocal passed
+            if self._active is not None and self._generation == generation:
+                self._active[1] += 1
+                if self._active[1] >= n:
+                    passed = True
+                    self._end_pass(epoch)
+
         copier = _CudaCopier(self._torch, self._device) if self._device is not None else None
         try:
             if copier is None:
@@ -370,7 +384,7 @@ class Pipeline:
                     b = self._next(generation)
                     if b is None:
                         break
-                    self._active[1] += 1
+                    handed_over()
                     yield b
             else:
                 host = self._next(generation)
@@ -380,15 +394,19 @@ class Pipeline:
                     ready = pending
                     pending = copier.issue(host) if host is not None else None
                     out = copier.hand_over(ready)
-                    self._active[1] += 1
+                    handed_over()
                     yield out
-            if self._generation == generation:  # a complete pass: move to the next epoch
-                if self._epoch == epoch:
-                    self._epoch = epoch + 1
-                self._active = None
+            if not passed and self._generation == generation:  # fewer batches than len()
+                self._end_pass(epoch)
         finally:
             if copier is not None:
                 copier.drain()
+
+    def _end_pass(self, epoch):
+        if self._epoch == epoch:  # unless set_epoch() chose another one meanwhile
+            self._epoch = epoch + 1
+        self._resume_batch = 0
+        self._active = None
 
     def _next(self, generation):
         if generation != self._generation:

@@ -66,6 +66,8 @@ def main():
     cpu = stoker.Pipeline(data, output="torch", **kw)
     same = True
     for epoch in range(args.epochs):
+        gpu.set_epoch(epoch)
+        cpu.set_epoch(epoch)
         for g, c in zip(gpu, cpu):
             if g["image"].device.type != "cuda":
                 same = False

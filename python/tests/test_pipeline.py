@@ -430,3 +430,22 @@ def test_device_copy_path_runs_one_batch_ahead_and_resumes_exactly(image_folder,
     assert [list(map(int, b["index"])) for b in head] + [r["index"] for r in rest] == \
         [r["index"] for r in full]
     assert q.state_dict()["epoch"] == 1
+
+
+def test_a_pass_ends_with_its_last_batch(image_folder):
+    """zip() stops at the shorter loader without asking the other for more: the epoch still
+    advances, and the state after the last batch already points at the next epoch."""
+    kw = dict(SMALL, batch_size=5, seed=13)
+    a, b = stoker.Pipeline(image_folder, **kw), stoker.Pipeline(image_folder, **kw)
+    for epoch in range(3):
+        pairs = list(zip(a, b))
+        assert len(pairs) == len(a) == 5
+        for x, y in pairs:
+            assert np.array_equal(x["index"], y["index"]) and np.array_equal(x["image"], y["image"])
+        assert a.epoch == b.epoch == epoch + 1
+    it = iter(a)
+    for _ in range(len(a)):
+        next(it)
+    assert (a.state_dict()["epoch"], a.state_dict()["batch"]) == (4, 0)
+    assert next(it, None) is None  # and the generator ends normally, without a second advance
+    assert a.epoch == 4
