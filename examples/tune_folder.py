@@ -5,7 +5,7 @@ bounded time, prints the table, the chart, the recommendation and the hazards it
 (ImageFolder keeps `samples` as a Python list of tuples: the copy-on-read hazard), and
 writes the chart as SVG and the report as JSON.
 
-    python examples/tune_folder.py [--time 40]
+    python examples/tune_folder.py [--time 30]
     # the same from the command line, on a script that builds the Dataset:
     python -m stoker tune dataloader --script examples/tune_folder.py --batch-size 32
 """
@@ -34,7 +34,7 @@ def dataset(per_class=48, size=(256, 224)):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--time", type=float, default=40.0, help="time budget (s)")
+    ap.add_argument("--time", type=float, default=30.0, help="time budget (s)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args(argv)
