@@ -1,11 +1,14 @@
 #include "formats/lmdb_dataset.h"
 
+#include <signal.h>
+
 #include <iterator>
 #include <unistd.h>
 
 #include <cstring>
 #include <mutex>
 
+#include "core/fault_guard.h"
 #include "formats/builtin.h"
 
 #if STOKER_HAVE_LMDB
@@ -165,7 +168,15 @@ class LmdbDataset final : public Dataset {
     std::string k = RecordKey(index);
     MDB_val key{k.size(), const_cast<char*>(k.data())};
     MDB_val val{0, nullptr};
-    int rc = mdb_get(txn, dbi_, &key, &val);
+    int rc = 0;
+    auto get = [&] { rc = mdb_get(txn, dbi_, &key, &val); };
+    if (int sig = RunFaultGuarded(get)) {
+      // liblmdb ran off a damaged page: this transaction is not to be reused.
+      mdb_txn_abort(txn);
+      return Corrupt("{}: record {} (key '{}'): damaged LMDB page (liblmdb faulted with {} "
+                     "following it)",
+                     path_, index, k, sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+    }
     Status st;
     if (rc == MDB_NOTFOUND) {
       st = Corrupt("{}: record {}: key '{}' is missing", path_, index, k);
@@ -301,7 +312,13 @@ class LmdbDataset final : public Dataset {
     STOKER_ASSIGN_OR_RETURN(MDB_txn * txn, AcquireTxn());
     MDB_val key{std::strlen(kMetaKey), const_cast<char*>(kMetaKey)};
     MDB_val val;
-    int rc = mdb_get(txn, dbi_, &key, &val);
+    int rc = 0;
+    auto get = [&] { rc = mdb_get(txn, dbi_, &key, &val); };
+    if (int sig = RunFaultGuarded(get)) {
+      mdb_txn_abort(txn);
+      return Corrupt("{}: damaged LMDB page (liblmdb faulted with {} reading the metadata key)",
+                     path_, sig == SIGBUS ? "SIGBUS" : "SIGSEGV");
+    }
     Status st;
     if (rc == 0 && InMap(val)) {
       auto j = nlohmann::json::parse(static_cast<const char*>(val.mv_data),
@@ -324,8 +341,17 @@ class LmdbDataset final : public Dataset {
       } else {
         MDB_val k, v;
         uint64_t n = 0;
-        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), ++n) {
+        MDB_cursor_op op = MDB_FIRST;
+        auto next = [&] { rc = mdb_cursor_get(cur, &k, &v, op); };
+        for (;; ++n, op = MDB_NEXT) {
+          if (int sig = RunFaultGuarded(next)) {
+            mdb_cursor_close(cur);  // read-only txn cursors are freed by hand
+            mdb_txn_abort(txn);
+            return Corrupt("{}: damaged LMDB page (liblmdb faulted with {} scanning keys after "
+                           "record {})",
+                           path_, sig == SIGBUS ? "SIGBUS" : "SIGSEGV", n);
+          }
+          if (rc != 0) break;
           std::string ks(static_cast<const char*>(k.mv_data), k.mv_size);
           if (ks.rfind("__", 0) == 0) continue;
           keys_.push_back(std::move(ks));
