@@ -2,7 +2,7 @@
 """Pipeline vs peers: runs every contender on the same dataset, side by side, in one run.
 
 Called by bench/pipeline/run.sh (which builds stoker, makes the dataset and the peers'
-venv); stdlib only. Contenders, each run --repeats times, interleaved round-robin so that
+venv); stdlib only. Contenders, each run --repeats times, interleaved round-robin (rotated each repeat) so that
 a busy machine hurts them alike:
 
   stoker      `stoker bench pipeline --data DIR --batch 64 --threads auto --json F`
@@ -408,7 +408,10 @@ def main() -> int:
         for r in range(args.repeats):
             log(f"repeat {r + 1}/{args.repeats}")
             warm_cache(args.data)
-            for c in contenders:
+            # Rotate the order each repeat: no contender always runs first (right after
+            # the previous round's peers exit) or last.
+            k = r % len(contenders)
+            for c in contenders[k:] + contenders[:k]:
                 if not c.missing:
                     c.run(tmp, args.timeout)
 
