@@ -81,8 +81,6 @@ int RunDemo(const DemoArgs& a_in) {
   }
   if (a.count < 64 || a.batch < 1 || a.step_ms < 0 || a.epochs < 1)
     return Fail(InvalidArgument("demo needs --count >= 64, --batch >= 1, --step-ms >= 0"));
-  std::printf("stoker demo: %d cores; dataset %s (%llu synthetic JPEGs, cached)\n",
-              AvailableCpus(), a.dir.c_str(), (unsigned long long)a.count);
   SynthOptions so;
   so.out = a.dir;
   so.count = a.count;
@@ -92,6 +90,9 @@ int RunDemo(const DemoArgs& a_in) {
   auto gen = GenerateImages(so);
   gprog.Done();
   if (!gen.ok()) return Fail(gen.status());
+  std::printf("stoker demo: %d cores; dataset %s (%llu synthetic JPEGs, %s)\n",
+              AvailableCpus(), a.dir.c_str(), (unsigned long long)a.count,
+              gen->cached ? "cached" : "generated now, cached for later runs");
   std::printf("  emulated training step: %.0f ms per batch of %d (%.0f samples/s if never "
               "starved), %d epochs\n\n",
               a.step_ms, a.batch, a.step_ms > 0 ? a.batch * 1000.0 / a.step_ms : 0.0, a.epochs);

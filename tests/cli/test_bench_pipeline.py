@@ -74,7 +74,9 @@ def test_demo_runs_and_compares(stoker, tmp_path):
                "--step-ms", 5, "--epochs", 1)
     assert "naive" in p.stdout and "speedup" in p.stdout
     assert "GPU waiting" in p.stdout
+    assert "generated now" in p.stdout
     # A second run uses the cached dataset.
     p2 = stoker("demo", "--dir", tmp_path / "demo", "--count", 64, "--batch", 16,
                 "--step-ms", 5, "--epochs", 1)
     assert "speedup" in p2.stdout
+    assert "64 synthetic JPEGs, cached)" in p2.stdout
