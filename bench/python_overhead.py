@@ -7,6 +7,8 @@ Compares, on the same dataset and the same engine configuration, in one run:
           no Python per batch at all. The reference.
   numpy   `for b in stoker.Pipeline(...)` yielding NumPy arrays
   torch   the same, yielding PyTorch tensors through DLPack (when torch imports)
+  cpp-hold  the same C++ loop keeping each batch alive until the next arrives, as a Python
+          `for b in loader` loop does (tells a binding cost from the cost of holding a batch)
   cli     `stoker bench pipeline` (the C++ binary), when it is built. Its samples/s is the
           binary's own figure, which includes start-up: shown for reference, not in the
           ratios.
@@ -117,13 +119,14 @@ def run_python(stoker, data, kw, epochs, output):
     return {"samples_per_s": samples / seconds, "cpu_us_per_sample": 1e6 * cpu / total}
 
 
-def run_cpp(stoker, data, kw, epochs):
+def run_cpp(stoker, data, kw, epochs, hold=False):
     c0 = _cpu()
     p = stoker.Pipeline(data, **kw)  # builds the very option dict the Python variants use
     opts = dict(p._options)
     total = p.samples_per_epoch * epochs
     p.close()
-    r = stoker._errors._ext._cpp_drain(opts, epochs=epochs, warmup_batches=1)
+    r = stoker._errors._ext._cpp_drain(opts, epochs=epochs, warmup_batches=1,
+                                       hold_previous=hold)
     cpu = _cpu() - c0
     return {"samples_per_s": r["samples_per_s"], "cpu_us_per_sample": 1e6 * cpu / total}
 
@@ -181,6 +184,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions")
     ap.add_argument("--no-cli", action="store_true", help="leave out `stoker bench pipeline`")
     ap.add_argument("--no-torch", action="store_true", help="leave out the torch variant")
+    ap.add_argument("--no-hold", action="store_true", help="leave out the cpp-hold variant")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     if a.reps < 1 or a.epochs < 1 or a.batch < 1:
@@ -195,7 +199,7 @@ def main(argv=None):
     threads = a.threads if a.threads == "auto" else int(a.threads)
     kw = dict(batch_size=a.batch, image_size=a.image_size, decode=a.decode, seed=1,
               threads=threads)
-    variants = ["cpp", "numpy"]
+    variants = ["cpp", "numpy"] + ([] if a.no_hold else ["cpp-hold"])
     if not a.no_torch:
         try:
             import torch  # noqa: F401
@@ -211,6 +215,8 @@ def main(argv=None):
     def measure(v):
         if v == "cpp":
             return run_cpp(stoker, data, kw, a.epochs)
+        if v == "cpp-hold":
+            return run_cpp(stoker, data, kw, a.epochs, hold=True)
         if v == "cli":
             return run_cli(cmd, cli_json)
         return run_python(stoker, data, kw, a.epochs, v)
@@ -279,6 +285,14 @@ def main(argv=None):
         if quiet_paired is not None:
             print(f"  over the {len(quiet)} quiet repetitions (others < {QUIET_CORES} cores): "
                   f"paired median {quiet_paired:.3f}")
+    if "cpp-hold" in runs:
+        for v in ("numpy", "torch"):
+            if v in runs:
+                pr = statistics.median(r["samples_per_s"] / c["samples_per_s"]
+                                       for r, c in zip(runs[v], runs["cpp-hold"]))
+                ratios[v]["paired_median_vs_cpp_hold"] = pr
+                print(f"ratio {v}/cpp-hold: {pr:.3f} (paired median; both hold the previous "
+                      f"batch while waiting)")
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     if cmd:
         print(f"cli command: {' '.join(cmd)}")

@@ -194,7 +194,10 @@ pyb::list CppDigest(const pyb::dict& options, int epoch, uint64_t start_batch,
   return out;
 }
 
-pyb::dict CppDrain(const pyb::dict& options, int epochs, int warmup_batches) {
+// hold_previous: keep each batch alive until the next one arrives, as a Python
+// `for b in loader` loop does (the C++ loop otherwise releases it before waiting).
+pyb::dict CppDrain(const pyb::dict& options, int epochs, int warmup_batches,
+                   bool hold_previous) {
   PyPipelineOptions po = OptionsFromDict(options);
   uint64_t samples = 0, batches = 0;
   double seconds = 0;
@@ -205,6 +208,7 @@ pyb::dict CppDrain(const pyb::dict& options, int epochs, int warmup_batches) {
     for (int e = 0; e < epochs; ++e) {
       ThrowIfError(p->StartEpoch(e));
       int seen = 0;
+      BatchPtr previous;
       auto t0 = std::chrono::steady_clock::now();
       while (true) {
         Result<BatchPtr> r = p->Next();
@@ -220,7 +224,9 @@ pyb::dict CppDrain(const pyb::dict& options, int epochs, int warmup_batches) {
           samples += (*r)->size;
           ++batches;
         }
+        if (hold_previous) previous = std::move(r).value();
       }
+      previous.reset();
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     stats = p->Stats();
@@ -264,7 +270,8 @@ PYBIND11_MODULE(_stoker, m) {
   }, "(available, reason): whether pinned batch buffers can be allocated");
   m.def("_cpp_digest", &CppDigest, "options"_a, "epoch"_a = 0, "start_batch"_a = 0,
         "max_batches"_a = -1);
-  m.def("_cpp_drain", &CppDrain, "options"_a, "epochs"_a = 1, "warmup_batches"_a = 1);
+  m.def("_cpp_drain", &CppDrain, "options"_a, "epochs"_a = 1, "warmup_batches"_a = 1,
+        "hold_previous"_a = false);
   m.def("_raise_status", [](int code, const std::string& msg) {
     throw StatusError(stoker::Status(static_cast<stoker::StatusCode>(code), msg));
   }, "For tests of the translation: raises the exception for StatusCode `code`.");

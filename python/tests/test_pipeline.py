@@ -380,6 +380,8 @@ def test_cpp_drain_counts_like_the_python_timing(image_folder):
     assert (r["batches"], r["samples"]) == (10, 40) and r["seconds"] > 0
     r = stoker._errors._ext._cpp_drain(opts, epochs=1, warmup_batches=0)
     assert (r["batches"], r["samples"]) == (6, 24)
+    r = stoker._errors._ext._cpp_drain(opts, epochs=2, warmup_batches=1, hold_previous=True)
+    assert (r["batches"], r["samples"]) == (10, 40)
 
 
 def test_device_copy_path_runs_one_batch_ahead_and_resumes_exactly(image_folder, monkeypatch):
