@@ -505,7 +505,26 @@ class ParquetDataset final : public Dataset {
     }
     n_ = total;
     rg_start_.push_back(total);  // sentinel
-    // Page index (preloaded: initializing it is not thread-safe).
+    // Page index (preloaded: initializing it is not thread-safe). Arrow trusts the index
+    // locations in the footer when it slices its read buffer (a negative or too-long
+    // length made it read far outside the buffer: found by parquet_fuzz), so check every
+    // column's locations against the file first.
+    const int64_t file_size = file_->GetSize().ValueOr(0);
+    for (int rg = 0; rg < md->num_row_groups(); ++rg) {
+      auto rgmd = md->RowGroup(rg);
+      for (int c = 0; c < rgmd->num_columns(); ++c) {
+        auto ccmd = rgmd->ColumnChunk(c);
+        for (const auto& [what, loc] :
+             {std::pair{"offset index", ccmd->GetOffsetIndexLocation()},
+              std::pair{"column index", ccmd->GetColumnIndexLocation()}}) {
+          if (loc && (loc->offset < 0 || loc->length <= 0 || loc->offset > file_size ||
+                      loc->length > file_size - loc->offset))
+            return Corrupt("{}: row group {} column {}: {} at offset {} ({} bytes) lies outside "
+                           "the file ({} bytes)",
+                           path_, rg, c, what, loc->offset, loc->length, file_size);
+        }
+      }
+    }
     std::shared_ptr<parquet::PageIndexReader> pir = reader_->GetPageIndexReader();
     page_index_ = pir != nullptr && md->num_row_groups() > 0;
     pages_.resize(md->num_row_groups());
