@@ -832,11 +832,7 @@ class Hdf5Dataset final : public Dataset {
     thread_local NextHeader slot;
     return slot;
   }
-  static uint64_t NewId() {
-    static std::atomic<uint64_t> next{1};
-    return next.fetch_add(1);
-  }
-  const uint64_t id_ = NewId();
+  const uint64_t id_ = NextReaderId();
   mutable std::mutex fast_mu_;
   mutable std::vector<FastCol> fast_;
   mutable std::unordered_map<uint64_t, std::shared_ptr<const HeapCollection>> heap_cache_;

@@ -907,11 +907,7 @@ class ParquetDataset final : public Dataset {
     thread_local NextPrefix slot;
     return slot;
   }
-  static uint64_t NewId() {
-    static std::atomic<uint64_t> next{1};
-    return next.fetch_add(1);
-  }
-  const uint64_t id_ = NewId();
+  const uint64_t id_ = NextReaderId();
   static constexpr uint64_t kPageCacheBytes = 64ull << 20;
   static constexpr size_t kPageCacheEntries = 1u << 20;
   mutable std::mutex page_mu_;  // guards page_cache_ and page_cache_bytes_

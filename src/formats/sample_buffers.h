@@ -1,6 +1,8 @@
 // Helpers for readers that fill a Sample's reused field buffers.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "formats/dataset.h"
@@ -15,6 +17,14 @@ inline Field* AddFieldForOverwrite(Sample* s, const std::string& name) {
   Field* f = &s->fields[s->num_fields++];
   f->name = name;
   return f;
+}
+
+// A process-unique id per open reader: thread-local read-ahead slots (the next header a
+// scan fetched with the previous pread) are tagged with it, so one reader never takes
+// another's bytes.
+inline uint64_t NextReaderId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
 }
 
 }  // namespace stoker
