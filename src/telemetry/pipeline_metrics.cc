@@ -18,7 +18,11 @@ uint64_t U64(double d) { return d > 0 && d < 1.8e19 ? static_cast<uint64_t>(d) :
 }  // namespace
 
 bool LooksLikePipelineMetrics(std::string_view head) {
-  return head.find("\"stages\"") != head.npos && head.find("\"samples_per_s\"") != head.npos;
+  if (head.find("\"stages\"") != head.npos) return true;
+  // bench pipeline --json writes its keys sorted: a long skipped_items list can push
+  // "stages" past the sniffed head.
+  return head.find("\"samples_per_s\"") != head.npos &&
+         head.find("\"consumer_wait_frac\"") != head.npos;
 }
 
 Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::string& name) {
