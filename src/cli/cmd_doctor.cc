@@ -18,6 +18,7 @@ struct DoctorFlags {
   int batch_size = 0;
   int cpus = 0;
   std::string time_unit = "auto";
+  std::string steps_from = "auto";
   double interval = 1.0;
   bool no_color = false;
   bool quiet = false;
@@ -87,6 +88,11 @@ void RegisterDoctorCommands(CLI::App& app) {
   c->add_option("--cpus", f->cpus, "cores per GPU on the training machine (for the advice)");
   c->add_option("--time-unit", f->time_unit, "trace timestamps: auto, us or ns")
       ->check(CLI::IsMember({"auto", "us", "ns"}));
+  c->add_option("--steps-from", f->steps_from,
+                "what delimits iterations: auto (ProfilerStep#N, else inferred: annotation, "
+                "optimizer, dataloader, gpu bursts, whole capture), or one of those")
+      ->check(CLI::IsMember(
+          {"auto", "profiler", "annotation", "optimizer", "dataloader", "gpu", "whole"}));
   c->add_option("--interval", f->interval,
                 "seconds between samples of logs without timestamps (dmon, dcgmi)")
       ->check(CLI::PositiveNumber);
@@ -113,6 +119,7 @@ void RegisterDoctorCommands(CLI::App& app) {
                      : f->time_unit == "ns" ? telemetry::TraceReadOptions::Unit::kNanos
                                             : telemetry::TraceReadOptions::Unit::kAuto;
       l.gpu_log.interval_s = f->interval;
+      telemetry::ParseStepSource(f->steps_from, &l.trace.steps_from);  // checked above
       bool color = !f->no_color && ::isatty(1) != 0;
       bool quiet = f->quiet || f->json == "-" || f->md == "-" || f->html == "-";
       return RunDoctor(f->inputs, d, l, f->json, f->html, f->md, color, f->max_findings, quiet);

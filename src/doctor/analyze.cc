@@ -99,6 +99,7 @@ RankReport AnalyzeTrace(const TraceSummary& t, const DoctorOptions& opts) {
   r.rank = t.rank;
   r.path = t.path;
   r.format = t.format;
+  r.steps_from = t.steps_from;
   r.sync_calls = t.sync_calls;
   r.d2h_copy_calls = t.d2h_call_count;
   r.launches = t.launches;

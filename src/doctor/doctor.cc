@@ -51,6 +51,14 @@ void BuildAnalysis(Analysis* a) {
       rep.steps += r.steps;
       rep.gpu = rep.gpu || r.gpu;
     }
+    std::vector<std::string> from;
+    for (const auto& r : rep.ranks) {
+      if (std::find(from.begin(), from.end(), r.steps_from) == from.end()) {
+        from.push_back(r.steps_from);
+      }
+    }
+    rep.steps_from.clear();
+    for (const auto& f : from) rep.steps_from += (rep.steps_from.empty() ? "" : " / ") + f;
     // Sync training runs at the pace of the slowest rank.
     double slowest = 0;
     for (const auto& r : rep.ranks) slowest = std::max(slowest, r.step_s_mean);
@@ -138,6 +146,11 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   Report rep;
   rep.batch_size = in.options.batch_size;
   rep.notes = in.notes;
+  for (const auto& t : in.traces) {
+    if (!t.steps_note.empty()) {
+      rep.notes.push_back(fmt::format("{}: {}.", t.path, t.steps_note));
+    }
+  }
   if (in.traces.empty() && in.gpu_logs.empty() && in.pipelines.empty()) {
     return InvalidArgument("nothing to diagnose: give a trace, a GPU log or pipeline metrics");
   }

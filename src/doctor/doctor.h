@@ -143,6 +143,7 @@ struct RankReport {
   bool gpu = false;
   std::string dataloader;  // "single-process", "multi-process" or ""
   int steps = 0;
+  std::string steps_from = "ProfilerStep#N";  // or how the steps were inferred
   double step_s_mean = 0, step_s_p50 = 0, step_s_p90 = 0;
   double steps_per_s = 0, samples_per_s = 0;
   Fractions f;             // time-weighted over steps (and mean over active GPUs)
@@ -225,6 +226,9 @@ struct Report {
   bool gpu = false;     // any GPU activity in the traces
   bool has_trace = false;
   int steps = 0;
+  // "ProfilerStep#N" when every trace has them, else how the steps were inferred (the
+  // ranks' sources joined with " / " when they differ).
+  std::string steps_from = "ProfilerStep#N";
   double step_s = 0;    // mean over ranks
   double steps_per_s = 0, samples_per_s = 0;
   int batch_size = 0;

@@ -39,6 +39,17 @@ std::vector<fs::path> Cases() {
   return cases;
 }
 
+// A case's read options: "steps_from" (as --steps-from) when the case names one.
+LoadOptions Options(const nlohmann::json& exp) {
+  LoadOptions o;
+  if (exp.contains("steps_from")) {
+    EXPECT_TRUE(telemetry::ParseStepSource(exp["steps_from"].get<std::string>(),
+                                           &o.trace.steps_from))
+        << exp["steps_from"];
+  }
+  return o;
+}
+
 // A case's input paths; a missing one is reported as a failure.
 std::vector<std::string> Inputs(const nlohmann::json& exp) {
   std::vector<std::string> inputs;
@@ -99,7 +110,7 @@ TEST(DoctorGolden, EveryCaseMatchesItsExpectedFile) {
     nlohmann::json exp = nlohmann::json::parse(std::ifstream(c));
     ASSERT_TRUE(exp.contains("why")) << "every expected file says why";
     std::vector<std::string> inputs = Inputs(exp);
-    auto loaded = LoadInputs(Env::Default(), inputs);
+    auto loaded = LoadInputs(Env::Default(), inputs, Options(exp));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     auto rep = Diagnose(*loaded);
     ASSERT_TRUE(rep.ok()) << rep.status().ToString();
@@ -159,7 +170,7 @@ TEST(DoctorGolden, RenderedReportsMatchTheTextGoldens) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.filename().string());
     nlohmann::json exp = nlohmann::json::parse(std::ifstream(c));
-    auto loaded = LoadInputs(Env::Default(), Inputs(exp));
+    auto loaded = LoadInputs(Env::Default(), Inputs(exp), Options(exp));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     auto rep = Diagnose(*loaded);
     ASSERT_TRUE(rep.ok()) << rep.status().ToString();
@@ -247,7 +258,7 @@ TEST(DoctorRules, EveryFindingOfTheGoldenCasesIsInTheTable) {
   for (const auto& c : Cases()) {
     SCOPED_TRACE(c.filename().string());
     nlohmann::json exp = nlohmann::json::parse(std::ifstream(c));
-    auto loaded = LoadInputs(Env::Default(), Inputs(exp));
+    auto loaded = LoadInputs(Env::Default(), Inputs(exp), Options(exp));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     auto rep = Diagnose(*loaded);
     ASSERT_TRUE(rep.ok());

@@ -8,6 +8,12 @@
 namespace stoker::doctor {
 namespace {
 
+// " (steps from Optimizer.step)" when the steps are not ProfilerStep#N, else "".
+std::string StepsFrom(const Report& r) {
+  if (r.steps_from == "ProfilerStep#N") return "";
+  return " (steps from " + r.steps_from + ")";
+}
+
 std::string Gain(const Finding& f) {
   return f.expected_speedup ? X(*f.expected_speedup) : std::string("-");
 }
@@ -125,6 +131,7 @@ nlohmann::json ReportToJson(const Report& r) {
   nlohmann::json b = FractionsJson(r.breakdown);
   b["step_s"] = Num(r.step_s);
   b["steps"] = r.steps;
+  b["steps_from"] = r.has_trace ? nlohmann::json(r.steps_from) : nlohmann::json(nullptr);
   b["gpu"] = r.gpu;
   j["breakdown"] = b;
   j["throughput"] = {{"steps_per_s", Num(r.steps_per_s)},
@@ -150,6 +157,7 @@ nlohmann::json ReportToJson(const Report& r) {
                         {"gpu", rk.gpu},
                         {"dataloader", rk.dataloader},
                         {"steps", rk.steps},
+                        {"steps_from", rk.steps_from},
                         {"step_s_mean", Num(rk.step_s_mean)},
                         {"step_s_p50", Num(rk.step_s_p50)},
                         {"step_s_p90", Num(rk.step_s_p90)},
@@ -259,8 +267,8 @@ std::string RenderText(const Report& r, const TextOptions& o) {
   std::string out;
   std::string what;
   if (r.has_trace) {
-    what = fmt::format("{} rank{}, {} steps{}", r.ranks.size(), r.ranks.size() == 1 ? "" : "s",
-                       r.steps, r.gpu ? "" : ", CPU-side trace");
+    what = fmt::format("{} rank{}, {} steps{}{}", r.ranks.size(), r.ranks.size() == 1 ? "" : "s",
+                       r.steps, StepsFrom(r), r.gpu ? "" : ", CPU-side trace");
   }
   if (!r.gpu_logs.empty()) what += (what.empty() ? "" : ", ") + fmt::format("{} GPU log(s)", r.gpu_logs.size());
   if (r.pipeline) what += (what.empty() ? "" : ", ") + std::string("pipeline metrics");
@@ -364,7 +372,7 @@ std::string RenderMarkdown(const Report& r) {
   if (r.has_trace) {
     o += fmt::format("Step time **{}** ({:.2f} steps/s", Ms(r.step_s), r.steps_per_s);
     if (r.batch_size > 0) o += fmt::format(", {:.0f} samples/s", r.samples_per_s);
-    o += fmt::format(") over {} steps, {} rank(s).\n\n", r.steps, r.ranks.size());
+    o += fmt::format(") over {} steps{}, {} rank(s).\n\n", r.steps, StepsFrom(r), r.ranks.size());
     o += "| part of the step | share |\n|---|---:|\n";
     for (const auto& p : Parts(r.gpu)) {
       o += fmt::format("| {} | {} |\n", p.label, Pct(Get(r.breakdown, p.key)));
@@ -604,7 +612,8 @@ std::string RenderHtml(const Report& r) {
   if (r.has_trace) {
     h += fmt::format("<p>Step time <b>{}</b>, {:.2f} steps/s", Esc(Ms(r.step_s)), r.steps_per_s);
     if (r.batch_size > 0) h += fmt::format(", {:.0f} samples/s", r.samples_per_s);
-    h += fmt::format(", {} steps over {} rank(s).</p>\n", r.steps, r.ranks.size());
+    h += fmt::format(", {} steps{} over {} rank(s).</p>\n", r.steps, Esc(StepsFrom(r)),
+                     r.ranks.size());
     h += "<table><tr><th>part of the step</th><th>share</th></tr>";
     for (const auto& p : Parts(r.gpu)) {
       h += fmt::format("<tr><td><span style=\"color:{}\">&#9632;</span> {}</td><td>{}</td></tr>",

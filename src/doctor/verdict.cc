@@ -138,6 +138,8 @@ void SelectVerdict(const Analysis& a) {
       c -= 0.2;
     }
     if (rep.has_trace && rep.steps < 3) c -= 0.15;
+    // Iterations guessed from GPU idle gaps may split or merge real steps.
+    if (rep.steps_from.find("GPU kernel bursts") != std::string::npos) c -= 0.1;
     // Exposed communication of a subset of the ranks mixes transfer with waiting for the
     // ranks not shown.
     if (best->v == Verdict::kCommunicationBound &&

@@ -43,6 +43,25 @@ bool IEquals(std::string_view a, std::string_view b) {
   }
   return true;
 }
+bool StartsWith(std::string_view s, std::string_view p);
+
+// A span that may be a user annotation (record_function): Kineto's user_annotation
+// category; in the category-less export (no "cat" at all), a name that is no framework
+// operator, autograd node, module or known annotation.
+bool MaybeAnnotation(std::string_view cat, std::string_view n) {
+  if (n.size() < 2 || n.size() > 200) return false;
+  if (n[0] == 'a' && StartsWith(n, "aten::")) return false;
+  // ProfilerStep#N, enumerate(DataLoader)#..., Optimizer.step#..., nccl:/gloo:/c10d::
+  // collectives, aten::/autograd:: operators: handled as what they are, not annotations.
+  if (n[0] == '[' || n.find('#') != n.npos || n.find(':') != n.npos) return false;
+  if (!cat.empty()) return cat == "user_annotation";
+  if (n.find("Backward") != n.npos || StartsWith(n, "nn.Module") || StartsWith(n, "cuda") ||
+      (n.size() > 8 && n.compare(n.size() - 8, 8, ".forward") == 0)) {
+    return false;
+  }
+  return n != "detach" && n != "detach_" && n != "record_param_comms";
+}
+
 bool StartsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
 }
@@ -434,6 +453,10 @@ class Builder {
     if (!ev.has_dur) e = b;
     std::string_view n = ev.name;
     ++out_->kept_events;
+    if (c == Cat::kCpu) {
+      steps_.host_begin = std::min(steps_.host_begin, b);
+      steps_.host_end = std::max(steps_.host_end, e);
+    }
     switch (c) {
       case Cat::kKernel: {
         int64_t dev = ev.device >= 0 ? ev.device : (ev.pid.is_num ? ev.pid.num : 0);
@@ -526,6 +549,9 @@ class Builder {
     int64_t key = static_cast<int64_t>(static_cast<uint64_t>(ev.pid.Key()) * 1000003u +
                                        static_cast<uint64_t>(ev.tid.Key()));
     char c0 = n.empty() ? '\0' : n[0];
+    // A possible iteration marker waits for Finish(), which adds it to the thread's
+    // operators unless it turns out to be the marker.
+    if (e > b && MaybeAnnotation(ev.cat, n) && steps_.AddAnnotation(n, {key, b, e})) return;
     if (!(c0 == 'P' || c0 == 'e' || c0 == 'O' || c0 == 'n' || c0 == 'g' || c0 == 'r' ||
           c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D' || c0 == '[')) {
       Thread(key).Add(b, e);
@@ -547,6 +573,7 @@ class Builder {
          n.compare(n.size() - 23, 23, "].train_dataloader_next") == 0)) {
       out_->data_wait.Add(b, e);
       out_->dataloader_calls++;
+      steps_.loader_calls.push_back({key, b, e});
       if (out_->dataloader_iter.empty() && c0 != '[') {
         size_t h = n.find('#');
         std::string_view it = n.substr(h + 1);
@@ -557,6 +584,7 @@ class Builder {
     }
     if (StartsWith(n, "Optimizer.step#") || StartsWith(n, "Optimizer.zero_grad#")) {
       out_->optimizer.Add(b, e);
+      if (StartsWith(n, "Optimizer.step#")) steps_.optimizer_steps.push_back({key, b, e});
       if (out_->optimizer_name.empty() && StartsWith(n, "Optimizer.step#")) {
         std::string_view cls = n.substr(15);
         cls = cls.substr(0, std::min<size_t>(cls.find('.'), 64));
@@ -605,6 +633,22 @@ class Builder {
     std::sort(gpus_.begin(), gpus_.end(),
               [](const GpuActivity& a, const GpuActivity& b) { return a.device < b.device; });
     out_->gpus = std::move(gpus_);
+    // Annotations: the one that marks iterations (for a trace without ProfilerStep#N) is
+    // not host work; the others are operator spans of their threads.
+    const bool infer = out_->steps.empty() || (opts.steps_from != StepSource::kAuto &&
+                                               opts.steps_from != StepSource::kProfilerStep);
+    const std::string marker =
+        infer && (opts.steps_from == StepSource::kAuto || opts.steps_from == StepSource::kAnnotation)
+            ? PickAnnotation(steps_)
+            : std::string();
+    for (auto it = steps_.annotations.begin(); it != steps_.annotations.end();) {
+      if (it->first == marker) {
+        ++it;
+        continue;
+      }
+      for (const auto& s : it->second) Thread(s.thread).Add(s.begin, s.end);
+      it = steps_.annotations.erase(it);
+    }
     for (auto& t : threads_) {
       t.ops.Compact();
       if (ns) t.ops.Scale(1e-3);
@@ -651,6 +695,21 @@ class Builder {
       if (n > best_n) best = k, best_n = n;
     }
     out_->main_thread = best;
+    if (infer) {
+      if (ns) steps_.Scale(1e-3);
+      if (!st.empty()) {
+        out_->steps_note = fmt::format("{} ProfilerStep#N events ignored (steps from {}); ",
+                                       st.size(), StepSourceName(opts.steps_from));
+        st.clear();
+      } else {
+        out_->steps_note = "no ProfilerStep#N events: ";
+      }
+      std::string ignored = out_->steps_note;
+      if (opts.steps_from != StepSource::kProfilerStep && InferSteps(steps_, opts.steps_from, out_)) {
+        out_->steps_note = ignored + out_->steps_note;
+      }
+    }
+    decltype(steps_.annotations)().swap(steps_.annotations);
     std::vector<KernelStat> ks;
     ks.reserve(kernel_stats_.size());
     for (auto& [name, s] : kernel_stats_) {
@@ -710,6 +769,7 @@ class Builder {
   std::vector<HostThread> threads_;
   std::unordered_map<int64_t, size_t> thread_index_;
   std::unordered_map<int64_t, uint64_t> step_threads_;
+  StepEvidence steps_;  // what repeats once per iteration, for traces without ProfilerStep
   // Host copy calls and GPU copies, joined by correlation id in Finish().
   enum : uint8_t { kCopyH2D, kCopyD2H };
   struct CopyCall {
@@ -950,10 +1010,15 @@ Result<TraceSummary> ReadTrace(ByteSource* src, const TraceReadOptions& opts) {
     return InvalidArgument("{}: empty trace: \"traceEvents\" has no events", src->name());
   }
   if (out.steps.empty()) {
-    return InvalidArgument(
-        "{}: the trace has no ProfilerStep#N events: profile with torch.profiler.profile("
-        "schedule=...) and call prof.step() once per training iteration",
-        src->name());
+    if (opts.steps_from == StepSource::kAuto || opts.steps_from == StepSource::kProfilerStep) {
+      return InvalidArgument(
+          "{}: the trace has no ProfilerStep#N events{}: profile with torch.profiler.profile("
+          "schedule=...) and call prof.step() once per training iteration",
+          src->name(),
+          opts.steps_from == StepSource::kAuto ? " and no host span to analyse" : "");
+    }
+    return InvalidArgument("{}: steps from {} asked for, but the trace has fewer than 3 of them",
+                           src->name(), StepSourceName(opts.steps_from));
   }
   bool any_step = false;
   for (const auto& w : out.steps) any_step = any_step || w.end > w.begin;

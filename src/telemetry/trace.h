@@ -22,6 +22,7 @@
 #include "io/env.h"
 #include "telemetry/byte_source.h"
 #include "telemetry/interval.h"
+#include "telemetry/step_inference.h"
 
 namespace stoker::telemetry {
 
@@ -78,6 +79,11 @@ struct TraceSummary {
   bool ns_input = false;
 
   std::vector<StepWindow> steps;  // sorted by begin
+  // Where the steps come from: "ProfilerStep#N", or, for a trace without them, how they
+  // were inferred (step_inference.h: "annotation 'train_step'", "Optimizer.step",
+  // "DataLoader.__next__", "GPU kernel bursts", "whole capture"), with a sentence saying so.
+  std::string steps_from = "ProfilerStep#N";
+  std::string steps_note;
   int64_t main_thread = 0;        // key of the thread that runs ProfilerStep
   IntervalSet data_wait;          // enumerate(DataLoader)#...__next__ / DataPipe
   IntervalSet optimizer;          // Optimizer.step#... / Optimizer.zero_grad#...
@@ -116,6 +122,7 @@ struct TraceReadOptions {
   enum class Unit { kAuto, kMicros, kNanos };
   Unit unit = Unit::kAuto;
   size_t chunk_bytes = 4 << 20;  // read size; one event may grow the buffer to 256 MiB
+  StepSource steps_from = StepSource::kAuto;  // what delimits iterations
 };
 
 // Reads one trace file. Errors (kCorrupt/kInvalidArgument) name the file and the byte.

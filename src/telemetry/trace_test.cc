@@ -183,6 +183,94 @@ TEST(TraceReader, FractionalAndNanosecondTimestamps) {
   EXPECT_EQ(c->steps[0].end - c->steps[0].begin, 5'000'000'000);
 }
 
+// A category-less (torch.autograd.profiler) event array without ProfilerStep: `iters`
+// iterations of 10 ms, each a DataLoader call (2 ms), a "train_step" annotation (7 ms) and
+// the optimizer step at its end.
+std::string StepLessTrace(int iters, bool annotate, bool optimizer, bool loader) {
+  std::string s = "[";
+  auto ev = [&](const std::string& name, int ts, int dur) {
+    s += fmt::format("{}{{\"ph\": \"X\", \"name\": \"{}\", \"pid\": \"CPU functions\", "
+                     "\"tid\": 1, \"ts\": {}, \"dur\": {}}}",
+                     s.size() > 1 ? ", " : "", name, ts, dur);
+  };
+  for (int i = 0; i < iters; ++i) {
+    int t = 1000 + i * 10'000;
+    if (loader) ev("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, 2000);
+    if (annotate) ev("train_step", t + 2000, 7000);
+    ev("aten::mm", t + 2100, 5000);
+    ev("detach", t + 7200, 10);
+    if (optimizer) ev("Optimizer.step#SGD.step", t + 8000, 900);
+  }
+  return s + "]";
+}
+
+Result<TraceSummary> ParseWith(const std::string& text, const TraceReadOptions& o) {
+  auto src = MemoryByteSource(text, "mem.json");
+  return ReadTrace(src.get(), o);
+}
+
+TEST(TraceReader, StepLessTracesGetIterationsFromWhatRepeats) {
+  struct Case {
+    bool annotate, optimizer, loader;
+    std::string from;
+    size_t windows;
+    int64_t first_begin_us;
+  } cases[] = {
+      {true, true, true, "annotation 'train_step'", 5, 3000},  // a user annotation first
+      {false, true, true, "Optimizer.step", 5, 9900},          // iterations end at opt.step
+      {false, false, true, "DataLoader.__next__", 5, 1000},    // iterations start at next()
+      {false, false, false, "whole capture", 1, 1000},
+  };
+  for (const auto& c : cases) {
+    auto t = ParseWith(StepLessTrace(6, c.annotate, c.optimizer, c.loader), {});
+    ASSERT_TRUE(t.ok()) << c.from << ": " << t.status().ToString();
+    EXPECT_EQ(t->steps_from, c.from);
+    ASSERT_EQ(t->steps.size(), c.windows) << c.from;
+    EXPECT_EQ(t->steps[0].begin, (c.first_begin_us - 1000) * 1000) << c.from;
+    if (c.windows > 1) {
+      for (const auto& w : t->steps) EXPECT_EQ(w.end - w.begin, 10'000'000) << c.from;
+    }
+    EXPECT_FALSE(t->steps_note.empty());
+  }
+  // Too few repeats are no iterations: two optimizer steps fall back to the whole capture.
+  auto few = ParseWith(StepLessTrace(2, false, true, false), {});
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ(few->steps_from, "whole capture");
+  // A forced source: optimizer steps instead of the annotation; one that is absent fails.
+  TraceReadOptions o;
+  o.steps_from = StepSource::kOptimizer;
+  auto forced = ParseWith(StepLessTrace(6, true, true, true), o);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->steps_from, "Optimizer.step");
+  auto absent = ParseWith(StepLessTrace(6, true, false, true), o);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_NE(absent.status().message().find("Optimizer.step"), std::string::npos);
+  // ProfilerStep#N wins in auto mode and can be overridden.
+  auto stepped = ParseWith(KinetoTrace(), {});
+  ASSERT_TRUE(stepped.ok());
+  EXPECT_EQ(stepped->steps_from, "ProfilerStep#N");
+  EXPECT_TRUE(stepped->steps_note.empty());
+}
+
+TEST(TraceReader, StepLessGpuTraceSplitsAtTheIdleGaps) {
+  // Kernel bursts of 6 ms every 10 ms (4 ms idle), 1 µs gaps inside a burst; no host marker.
+  std::string s = "{\"traceEvents\": [";
+  for (int i = 0; i < 5; ++i) {
+    for (int k = 0; k < 6; ++k) {
+      s += fmt::format("{}{{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"sgemm\", "
+                       "\"pid\": 0, \"tid\": 7, \"ts\": {}, \"dur\": 999, "
+                       "\"args\": {{\"device\": 0}}}}",
+                       i + k == 0 ? "" : ", ", 1000 + i * 10'000 + k * 1000);
+    }
+  }
+  s += "]}";
+  auto t = ParseWith(s, {});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->steps_from, "GPU kernel bursts");
+  ASSERT_EQ(t->steps.size(), 4u);
+  for (const auto& w : t->steps) EXPECT_EQ(w.end - w.begin, 10'000'000);
+}
+
 TEST(TraceReader, BadInputIsAnErrorNamingTheFile) {
   struct Case {
     std::string text, expect;
@@ -190,7 +278,7 @@ TEST(TraceReader, BadInputIsAnErrorNamingTheFile) {
       {"", "empty file"},
       {"   \n", "empty file"},
       {"{\"traceEvents\": []}", "no events"},
-      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1, \"dur\": 2}]}",
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1}]}",
        "no ProfilerStep"},
       {"{\"schemaVersion\": 1}", "without \"traceEvents\""},
       {"{\"traceEvents\": [{\"ph\": \"X\" \"ts\": 1}]}", "invalid JSON"},

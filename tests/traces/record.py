@@ -17,6 +17,14 @@ Each scenario is a small CPU training loop whose bottleneck is known by construc
   ddp-slow-rank   a 2-process DistributedDataParallel job over gloo; rank 1's Dataset is
                   ~3 ms per sample slower, so rank 0 waits for it in the gradient all-reduce.
 
+Two scenarios record the way many users profile first, with no ProfilerStep#N events:
+
+  stepless-input-bound       the input-bound loop under torch.profiler.profile() with no
+                             schedule and no prof.step() (12 iterations).
+  autograd-compute-bound     the compute-bound loop under the older
+                             torch.autograd.profiler.profile(), each iteration (next() and
+                             the step) inside record_function("train_step") (8 iterations).
+
 The traces are written in the format the profiler of this PyTorch build produces (Debian
 torch 1.13 CPU: the bare Chrome event array) and gzipped. Every scenario uses one intra-op
 thread so that the result does not depend on the machine's other load.
@@ -136,11 +144,51 @@ def scenario_ddp(out):
     mp.spawn(_ddp_worker, args=(2, port, d), nprocs=2, join=True)
 
 
+def loop(loader, model, steps, annotate=False):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    it = iter(loader)
+    for _ in range(steps):
+        if annotate:
+            with torch.autograd.profiler.record_function("train_step"):
+                x, y = next(it)
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        else:
+            x, y = next(it)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+def scenario_stepless_input_bound(out):
+    ds = SlowDataset(4096, 64, 0.004)
+    loader = DataLoader(ds, batch_size=8, num_workers=0)
+    model = mlp(64, 128, 2)
+    with tp.profile(activities=[tp.ProfilerActivity.CPU]) as prof:
+        loop(loader, model, 12)
+    export_gz(prof, os.path.join(out, "cpu-stepless-input-bound.json.gz"))
+
+
+def scenario_autograd_compute_bound(out):
+    n = 4096
+    ds = TensorDataset(torch.randn(n, 256), torch.randn(n, 1))
+    loader = DataLoader(ds, batch_size=64, num_workers=0)
+    model = mlp(256, 512, 4)
+    with torch.autograd.profiler.profile() as prof:
+        loop(loader, model, 8, annotate=True)
+    export_gz(prof, os.path.join(out, "cpu-autograd-compute-bound.json.gz"))
+
+
 SCENARIOS = {
     "input-bound": scenario_input_bound,
     "compute-bound": scenario_compute_bound,
     "balanced": scenario_balanced,
     "ddp-slow-rank": scenario_ddp,
+    "stepless-input-bound": scenario_stepless_input_bound,
+    "autograd-compute-bound": scenario_autograd_compute_bound,
 }
 
 

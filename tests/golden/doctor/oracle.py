@@ -2,7 +2,8 @@
 """An independent, deliberately naive recomputation of the key numbers of a trace, used to
 justify the expected values in tests/golden/doctor/*.json (not the doctor's own output).
 
-    python3 tests/golden/doctor/oracle.py TRACE_OR_FOLDER [...]
+    python3 tests/golden/doctor/oracle.py [--steps-from optimizer|dataloader|annotation:NAME]
+                                          TRACE_OR_FOLDER [...]
 
 It loads the whole JSON (fine for test-sized traces), uses the host ProfilerStep windows
 as they are (no device-side extension), and merges intervals with plain sorting:
@@ -21,6 +22,10 @@ as they are (no device-side extension), and merges intervals with plain sorting:
                       cudaMemcpy* call whose GPU copy (same correlation id) is HtoD / DtoH
   idle_in_optimizer_frac
                       GPU idle (outside DataLoader waits) inside Optimizer.* host spans
+
+For a trace without ProfilerStep#N, --steps-from makes the windows by hand: between the ends
+of consecutive Optimizer.step spans, or between the starts of consecutive DataLoader
+__next__ calls or of the annotation NAME (whose own spans then count as no operator).
 """
 import glob
 import gzip
@@ -73,10 +78,32 @@ def subtract(a, b):
     return out
 
 
-def analyze(path):
+def marker_windows(ev, how):
+    """Windows [(b, e)] and pseudo-step events from what repeats once per iteration."""
+    if how == "optimizer":
+        m = sorted((e for e in ev if e["name"].startswith("Optimizer.step#")), key=lambda e: e["ts"])
+        edges = [e["ts"] + e["dur"] for e in m]
+    elif how == "dataloader":
+        m = sorted((e for e in ev if e["name"].startswith("enumerate(DataLoader)#")), key=lambda e: e["ts"])
+        edges = [e["ts"] for e in m]
+    else:
+        name = how.split(":", 1)[1]
+        m = sorted((e for e in ev if e["name"] == name), key=lambda e: e["ts"])
+        edges = [e["ts"] for e in m]
+    win = [(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+    steps = [{"tid": m[0]["tid"], "ts": b, "dur": e - b} for b, e in win]
+    return win, steps
+
+
+def analyze(path, steps_from=None):
     ev = [e for e in load(path) if e.get("ph") == "X" and "ts" in e]
     cat = lambda e: (e.get("cat") or "").lower()
-    steps = [e for e in ev if e["name"].startswith("ProfilerStep#") and cat(e) != "gpu_user_annotation"]
+    if steps_from:
+        win, steps = marker_windows(ev, steps_from)
+        marker = steps_from.split(":", 1)[1] if steps_from.startswith("annotation:") else None
+        ev = [e for e in ev if e["name"] != marker]
+    else:
+        steps = [e for e in ev if e["name"].startswith("ProfilerStep#") and cat(e) != "gpu_user_annotation"]
     win = merge([(e["ts"], e["ts"] + e.get("dur", 0)) for e in steps])
     total = sum(e - b for b, e in win)
     step_tid = steps[0]["tid"] if steps else None
@@ -123,10 +150,14 @@ def analyze(path):
 
 
 def main():
-    for a in sys.argv[1:]:
+    args = sys.argv[1:]
+    steps_from = None
+    if args[:1] == ["--steps-from"]:
+        steps_from, args = args[1], args[2:]
+    for a in args:
         files = sorted(glob.glob(os.path.join(a, "*.json*"))) if os.path.isdir(a) else [a]
         for f in files:
-            r = analyze(f)
+            r = analyze(f, steps_from)
             print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}))
 
 
