@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/html.h"
 #include "doctor/text.h"
 
 namespace stoker::doctor {
@@ -95,20 +96,7 @@ std::vector<std::string> Wrap(const std::string& s, size_t width) {
   return out;
 }
 
-std::string Esc(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string Esc(const std::string& s) { return html::Escape(s); }
 
 std::string MdEsc(const std::string& s) {
   std::string o;
@@ -437,7 +425,7 @@ std::string StepBarsSvg(const RankReport& rk) {
   for (size_t i = 0; i < n; ++i) maxd = std::max(maxd, rk.step_rows[i].dur_s);
   int W = 820, H = 220, L = 50, B = 20;
   double bw = static_cast<double>(W - L - 10) / static_cast<double>(n);
-  std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" role=\"img\">", W, H + 10);
+  std::string s = html::SvgOpen(W, H + 10);
   s += fmt::format("<text x=\"2\" y=\"12\" class=\"ax\">{}</text>", Esc(Ms(maxd)));
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axl\"/>", L, H - B, W - 10, H - B);
   for (size_t i = 0; i < n; ++i) {
@@ -490,7 +478,7 @@ std::string TimelineSvg(const RankReport& rk) {
   if (span <= 0) return "";
   int W = 820, L = 170, lane_h = 18;
   int H = static_cast<int>(rk.timeline_lanes.size()) * lane_h + 24;
-  std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" role=\"img\">", W, H);
+  std::string s = html::SvgOpen(W, H);
   double sx = (W - L - 10) / span;
   for (size_t i = 0; i < rk.timeline_lanes.size(); ++i) {
     s += fmt::format("<text x=\"2\" y=\"{}\" class=\"ax\">{}</text>", i * lane_h + 13,
@@ -523,7 +511,7 @@ std::string RanksSvg(const Report& r) {
   int W = 820, L = 80, row_h = 22;
   size_t n = std::min<size_t>(r.ranks.size(), 64);
   int H = static_cast<int>(n) * row_h + 20;
-  std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" role=\"img\">", W, H);
+  std::string s = html::SvgOpen(W, H);
   for (size_t i = 0; i < n; ++i) {
     const auto& rk = r.ranks[i];
     double x = L;
@@ -563,7 +551,7 @@ std::string LinePlotSvg(const std::vector<std::pair<std::string, const GpuLogSer
   if (tmax <= 0 || vmax <= 0) return "";
   static const char* kColors[] = {"#3b75af", "#e4572e", "#4c9f70", "#9b59b6",
                                   "#f3a712", "#17becf", "#8c564b", "#e377c2"};
-  std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" role=\"img\">", W, H);
+  std::string s = html::SvgOpen(W, H);
   s += fmt::format("<text x=\"2\" y=\"12\" class=\"ax\">{:.0f}{}</text>", vmax, Esc(unit));
   s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{:.0f} s</text>",
                    W - 10, H - 4, tmax);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/html.h"
 #include "core/random.h"
 #include "formats/checksum.h"
 #include "formats/dataset.h"
@@ -604,10 +605,9 @@ std::string BarChart(const FormatBenchResult& r, const std::string& title,
   if (bars.empty() || vmax <= 0) return "";
   const int W = 560, L = 90, R = 90, bh = 20, T = 28;
   int H = T + static_cast<int>(bars.size()) * (bh + 6) + 10;
-  std::string s = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' "
-      "font-size='12'><text x='4' y='18' font-weight='bold'>{}</text>\n",
-      W, H, title);
+  std::string s = html::SvgOpen(W, H) +
+                  fmt::format("<text x='4' y='18' font-weight='bold'>{}</text>\n",
+                              html::Escape(title));
   for (size_t i = 0; i < bars.size(); ++i) {
     int y = T + static_cast<int>(i) * (bh + 6);
     double w = (W - L - R) * bars[i].second / vmax;
@@ -628,14 +628,7 @@ std::string FormatBenchHtml(const FormatBenchResult& r) {
       "<style>body{font-family:sans-serif;margin:24px}pre{background:#f6f6f6;padding:8px}"
       "svg{display:block;margin:12px 0}</style></head><body>\n<h1>Format benchmark</h1>\n";
   std::string table = FormatBenchTable(r);
-  std::string esc;
-  for (char c : table) {
-    if (c == '<') esc += "&lt;";
-    else if (c == '>') esc += "&gt;";
-    else if (c == '&') esc += "&amp;";
-    else esc += c;
-  }
-  s += "<pre>" + esc + "</pre>\n";
+  s += "<pre>" + html::Escape(table) + "</pre>\n";
   s += BarChart(r, "Cold shuffled-epoch read (samples/s)",
                 [](const FormatBenchRow& x) { return x.cold.shuffled_sps; }, "/s");
   s += BarChart(r, "Warm sequential read (MB/s)",

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/html.h"
 #include "core/random.h"
 
 namespace stoker {
@@ -365,17 +366,7 @@ std::string ProbeJson(const ProbeResult& r, const FeedAdvice* a) {
 
 namespace {
 
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
+std::string Esc(const std::string& s) { return html::Escape(s); }
 
 // One SVG line chart: MB/s (y) against readers (x, categorical), one line per block size.
 std::string Chart(const ProbeResult& r, const std::string& pattern, const std::string& title,
@@ -400,10 +391,9 @@ std::string Chart(const ProbeResult& r, const std::string& pattern, const std::s
   auto Y = [&](double v) { return T + (H - T - B) * (1 - v / ymax); };
   static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-  std::string s = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' "
-      "font-size='12'>\n<text x='{}' y='18' font-weight='bold'>{}</text>\n",
-      W, H, L, Esc(title));
+  std::string s = html::SvgOpen(W, H) +
+                  fmt::format("\n<text x='{}' y='18' font-weight='bold'>{}</text>\n", L,
+                              Esc(title));
   for (int k = 0; k <= 4; ++k) {
     double v = ymax * k / 4;
     s += fmt::format("<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#ddd'/>"
