@@ -23,10 +23,15 @@ TEST(FuzzRegress, ThriftMapOfBoolsEndsAtTheInput) {
   std::string d = FuzzInput("parquet_thrift_map_of_bools.bin");
   ASSERT_FALSE(d.empty());
   const auto* p = reinterpret_cast<const uint8_t*>(d.data());
+  // Read as a map (type 11), the input declares more bools than it holds: false, not a
+  // loop. Every other type reader also stays inside the input.
+  CompactReader m(p, d.size());
+  EXPECT_FALSE(m.SkipValue(11, 0));
+  EXPECT_LE(m.pos(), d.size());
   for (int t = 1; t <= 12; ++t) {
     CompactReader r(p, d.size());
-    EXPECT_FALSE(r.SkipValue(t, 0)) << "type " << t;
-    EXPECT_LE(r.pos(), d.size());
+    r.SkipValue(t, 0);
+    EXPECT_LE(r.pos(), d.size()) << "type " << t;
   }
   PageHeaderInfo h;
   EXPECT_FALSE(ParsePageHeader(p, d.size(), &h));

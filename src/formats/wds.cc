@@ -191,6 +191,20 @@ struct ShardResult {
   bool gzip = false;
 };
 
+// After damage, keep only samples known to be complete: the last one survives when the
+// damaged member is known to start a different key; a damaged header hides the next key,
+// so the last sample might be missing a field and is dropped.
+void DropIncompleteLastSample(const TarScan& scan, WdsShardIndex* idx) {
+  std::string dkey, dext;
+  bool keep_last = !scan.damaged_name.empty() && SplitWdsName(scan.damaged_name, &dkey, &dext) &&
+                   !idx->keys.empty() && dkey != idx->keys.back();
+  if (!keep_last && !idx->keys.empty()) {
+    idx->comps.resize(idx->first.back());
+    idx->first.pop_back();
+    idx->keys.pop_back();
+  }
+}
+
 // Why a shard whose first block is not a tar header is not read: what the file is.
 Status NotATar(const RandomAccessFile& file, const Status& scan_error) {
   uint8_t h[kTarBlock];
@@ -232,15 +246,7 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
       r.error = scan.error.code() == StatusCode::kCorrupt
                     ? scan.error.WithContext("gzip-compressed shard")
                     : scan.error;
-      std::string dkey, dext;
-      bool keep_last = !scan.damaged_name.empty() &&
-                       SplitWdsName(scan.damaged_name, &dkey, &dext) && !r.idx.keys.empty() &&
-                       dkey != r.idx.keys.back();
-      if (!keep_last && !r.idx.keys.empty()) {
-        r.idx.comps.resize(r.idx.first.back());
-        r.idx.first.pop_back();
-        r.idx.keys.pop_back();
-      }
+      DropIncompleteLastSample(scan, &r.idx);
     }
     r.note = fmt::format(
         "{}: gzip-compressed, read sequentially (no random access: a read behind the stream "
@@ -288,18 +294,7 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   }
   if (!scan.error.ok()) {
     r.error = scan.error;
-    // Keep only samples known to be complete: the last one survives when the damaged
-    // member is known to start a different key; a damaged header hides the next key, so
-    // the last sample might be missing a field and is dropped.
-    std::string dkey, dext;
-    bool keep_last = !scan.damaged_name.empty() &&
-                     SplitWdsName(scan.damaged_name, &dkey, &dext) && !r.idx.keys.empty() &&
-                     dkey != r.idx.keys.back();
-    if (!keep_last && !r.idx.keys.empty()) {
-      r.idx.comps.resize(r.idx.first.back());
-      r.idx.first.pop_back();
-      r.idx.keys.pop_back();
-    }
+    DropIncompleteLastSample(scan, &r.idx);
   }
   return r;
 }
