@@ -37,6 +37,37 @@ class NodeShareRegistry : public ::testing::Test {
   fs::path dir_;
 };
 
+// A child process that registers a pipeline (as another rank would) and waits to be killed.
+struct RegisteredChild {
+  explicit RegisteredChild(const fs::path& dir) {
+    int ready[2];
+    if (::pipe(ready) != 0) return;
+    pid = ::fork();
+    if (pid == 0) {
+      auto e = PipelineRegistry(dir.string()).Register();
+      char c = e.ok() ? 1 : 0;
+      ssize_t w = ::write(ready[1], &c, 1);
+      (void)w;
+      ::pause();
+      ::_exit(0);
+    }
+    char c = 0;
+    registered = pid > 0 && ::read(ready[0], &c, 1) == 1 && c == 1;
+    ::close(ready[0]);
+    ::close(ready[1]);
+  }
+  void Kill() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+  ~RegisteredChild() { Kill(); }
+  pid_t pid = -1;
+  bool registered = false;
+};
+
 TEST(NodeShare, FromTheLaunchersEnvironment) {
   auto none = NodeShareFromEnv(Env({}));
   ASSERT_TRUE(none.ok());
@@ -123,33 +154,17 @@ TEST_F(NodeShareRegistry, CountsLiveProcessesAndForgetsDeadOnes) {
     EXPECT_EQ(reg.CountAlive(), 1);  // processes, not pipelines
 
     // Another live process registers (a child, as another rank would).
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      auto e = PipelineRegistry(dir_.string()).Register();
-      char c = e.ok() ? 1 : 0;
-      ssize_t w = ::write(ready[1], &c, 1);
-      (void)w;
-      ::pause();
-      ::_exit(0);
-    }
-    char c = 0;
-    ASSERT_EQ(::read(ready[0], &c, 1), 1);
-    ASSERT_EQ(c, 1);
+    RegisteredChild child(dir_);
+    ASSERT_TRUE(child.registered);
     EXPECT_EQ(reg.CountAlive(), 2);
     // It is killed (as a crash would): its entry stays behind but does not count, and is
     // removed.
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    child.Kill();
     size_t files_before = std::distance(fs::directory_iterator(dir_), fs::directory_iterator());
     EXPECT_EQ(files_before, 3u);
     EXPECT_EQ(reg.CountAlive(), 1);
     size_t files_after = std::distance(fs::directory_iterator(dir_), fs::directory_iterator());
     EXPECT_EQ(files_after, 2u);
-    ::close(ready[0]);
-    ::close(ready[1]);
   }
   // Both entries of this process went with their handles.
   EXPECT_EQ(reg.CountAlive(), 0);
@@ -174,20 +189,8 @@ TEST_F(NodeShareRegistry, BudgetFollowsTheRegistryAndTheEnvironmentWins) {
   RankInfo rank{1, 4, "options"};
   const int64_t gb = 1000000000;
   // Another rank of the job is alive (a registered child).
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto e = PipelineRegistry(dir_.string()).Register();
-    char c = e.ok() ? 1 : 0;
-    ssize_t w = ::write(ready[1], &c, 1);
-    (void)w;
-    ::pause();
-    ::_exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  RegisteredChild child(dir_);
+  ASSERT_TRUE(child.registered);
 
   auto nb = NodeBudget::Create(o, rank, 0, 4, 8 * gb, Env({}), dir_.string());
   ASSERT_TRUE(nb.ok()) << nb.status().message();
@@ -220,10 +223,7 @@ TEST_F(NodeShareRegistry, BudgetFollowsTheRegistryAndTheEnvironmentWins) {
   EXPECT_FALSE((*solo)->budgets().shared);
 
   // The other rank ends: the next refresh (at most once a second) gives the cores back.
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
-  ::close(ready[0]);
-  ::close(ready[1]);
+  child.Kill();
   EXPECT_TRUE((*nb)->Refresh(1'000'000'000, &what));
   EXPECT_EQ((*nb)->budgets().cpus, 4);
   EXPECT_NE(what.find("cpu budget 2 -> 4"), std::string::npos) << what;
