@@ -7,7 +7,6 @@
 
 #include "core/random.h"
 #include "formats/checksum.h"
-#include "formats/convert.h"
 
 namespace stoker::tokens {
 
@@ -347,7 +346,7 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
       std::string d = DirName(store.files()[0]);
       dir = JoinPath(d.empty() ? "." : d, ".stoker-index");
     }
-    path = JoinPath(dir, fmt::format("{}-{}-s{}-e{}.tokidx", HashHex(XXH64(desc.data(), desc.size())),
+    path = JoinPath(dir, fmt::format("{}-{}-s{}-e{}.tokidx", fmt::format("{:016x}", XXH64(desc.data(), desc.size())),
                                      PackModeName(o.mode), o.seq_len, epoch));
     if (env->FileExists(path)) {
       auto loaded = Load(env, path, store, o.mode, o.seq_len);

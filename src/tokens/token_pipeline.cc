@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -237,6 +238,8 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
       b->max_seqlen = std::max<int32_t>(b->max_seqlen, static_cast<int32_t>(len));
     };
     if (mode == PackMode::kConcat) {
+      T extra = 0;
+      bool have_extra = false;
       // The window holds S + 1 tokens (fewer at the end of an epoch without drop_last).
       for (const Piece& pc : pieces) {
         TokenSpan sp = st.Document(pc.doc);
@@ -252,14 +255,17 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
                                              static_cast<int64_t>(pc.offset), n_in});
           segment(n_in);
         }
-        // labels[i] = token i + 1 of the window.
-        int64_t lab_from = filled - 1;  // label slot of this piece's first token
-        int64_t skip = lab_from < 0 ? 1 : 0;
-        int64_t n_lab = std::min<int64_t>(static_cast<int64_t>(pc.len) - skip, S - (lab_from + skip));
-        if (n_lab > 0) sp.CopyTo(pc.offset + skip, static_cast<uint64_t>(n_lab), rlab + lab_from + skip);
+        // The window's token S (the last label) is in the piece that crosses position S.
+        if (filled <= S && S < filled + static_cast<int64_t>(pc.len)) {
+          extra = static_cast<T>(sp.At(pc.offset + static_cast<uint64_t>(S - filled)));
+          have_extra = true;
+        }
         filled += static_cast<int64_t>(pc.len);
       }
       int64_t real_in = std::min<int64_t>(filled, S);
+      // labels[i] = window token i + 1: the inputs shifted by one, then the extra token.
+      if (real_in > 1) std::memcpy(rlab, rin + 1, static_cast<size_t>(real_in - 1) * sizeof(T));
+      if (have_extra) rlab[S - 1] = extra;
       int64_t real_lab = std::max<int64_t>(0, std::min<int64_t>(filled - 1, S));
       for (int64_t i = real_lab; i < S; ++i) rlab[i] = ignore;
       b->tokens += static_cast<uint64_t>(real_in);
