@@ -83,7 +83,9 @@ class PyTokenWriter {
     size_t n = static_cast<size_t>(ids.size());
     pyb::gil_scoped_release nogil;
     ThrowIfError(w_->AddDocument(p, n));
+    hash_.Add(p, n);
   }
+  std::string checksum() const { return fmt::format("{:016x}", hash_.Digest()); }
   std::vector<std::string> Finish() {
     pyb::gil_scoped_release nogil;
     ThrowIfError(w_->Finish());
@@ -94,6 +96,7 @@ class PyTokenWriter {
 
  private:
   std::unique_ptr<TokenWriter> w_;
+  TokenStreamHasher hash_;
 };
 
 // --- batches
@@ -296,7 +299,23 @@ void RegisterTokens(pyb::module_& m) {
       .def("add", &PyTokenWriter::Add, "ids"_a)
       .def("finish", &PyTokenWriter::Finish)
       .def_property_readonly("documents", &PyTokenWriter::documents)
-      .def_property_readonly("tokens", &PyTokenWriter::tokens);
+      .def_property_readonly("tokens", &PyTokenWriter::tokens)
+      .def_property_readonly("checksum", &PyTokenWriter::checksum,
+                             "XXH64 of the token stream written (TokenStreamChecksum)");
+
+  m.def("token_checksum", [](const std::string& spec, int64_t eos) {
+    TokenStoreOptions o;
+    o.eos = eos;
+    uint64_t docs, toks, ck;
+    {
+      pyb::gil_scoped_release nogil;
+      auto s = ValueOrThrow(OpenTokenStore(spec, o));
+      docs = s->num_documents();
+      toks = s->num_tokens();
+      ck = TokenStreamChecksum(*s);
+    }
+    return pyb::make_tuple(docs, toks, fmt::format("{:016x}", ck));
+  }, "spec"_a, "eos"_a = -1, "(documents, tokens, checksum hex) of a token store");
 
   pyb::class_<PyTokenPipeline>(m, "TokenPipeline")
       .def(pyb::init<const pyb::dict&>(), "options"_a)

@@ -1,10 +1,12 @@
 #include "formats/tokens/token_store.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <fnmatch.h>
 #include <limits>
 
+#include "formats/checksum.h"
 #include "formats/dataset.h"
 #include "formats/tokens/mapped_file.h"
 #include "formats/tokens/token_store_internal.h"
@@ -369,6 +371,33 @@ Status ParseLlmcHeader(const std::string& path, const uint8_t* data, uint64_t si
                    "({})", path, count, want, size, size < want ? "truncated" : "trailing bytes");
   *num_tokens = static_cast<uint64_t>(count);
   return Status::OK();
+}
+
+// ---------------------------------------------------------------- checksums
+
+struct TokenStreamHasher::Impl {
+  XXH64Hasher h;
+};
+TokenStreamHasher::TokenStreamHasher() : impl_(std::make_unique<Impl>()) {}
+TokenStreamHasher::~TokenStreamHasher() = default;
+void TokenStreamHasher::Add(const int64_t* ids, size_t n) {
+  static_assert(std::endian::native == std::endian::little);
+  impl_->h.Update(ids, n * sizeof(int64_t));
+}
+uint64_t TokenStreamHasher::Digest() const { return impl_->h.Digest(); }
+
+uint64_t TokenStreamChecksum(const TokenStore& store) {
+  TokenStreamHasher h;
+  std::vector<int64_t> buf(1 << 16);
+  for (uint64_t d = 0; d < store.num_documents(); ++d) {
+    TokenSpan sp = store.Document(d);
+    for (uint64_t at = 0; at < sp.length; at += buf.size()) {
+      uint64_t n = std::min<uint64_t>(buf.size(), sp.length - at);
+      sp.CopyTo(at, n, buf.data());
+      h.Add(buf.data(), n);
+    }
+  }
+  return h.Digest();
 }
 
 // ---------------------------------------------------------------- opening

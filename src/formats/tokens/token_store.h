@@ -122,6 +122,22 @@ struct TokenWriterOptions {
 Result<std::unique_ptr<TokenWriter>> OpenTokenWriter(const std::string& spec,
                                                      const TokenWriterOptions& opts = {});
 
+// Content checksum of a token stream, independent of the format and of document
+// boundaries: XXH64 over every token id as int64 little-endian, in document order.
+uint64_t TokenStreamChecksum(const TokenStore& store);
+// The same, fed incrementally (writers use it while they write).
+class TokenStreamHasher {
+ public:
+  TokenStreamHasher();
+  ~TokenStreamHasher();
+  void Add(const int64_t* ids, size_t n);
+  uint64_t Digest() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // llm.c header constants.
 inline constexpr int32_t kLlmcMagicGpt2 = 20240520;   // uint16 tokens, version 1
 inline constexpr int32_t kLlmcMagicLlama3 = 20240801;  // uint32 tokens, version 7
