@@ -194,6 +194,100 @@ def run_index(prefix, S, tmp):
     return res
 
 
+# ------------------------------------------------------------------ tokenization
+
+WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from "
+         "at which but have an they you were her she there been one all we their has would "
+         "when if so no will more about out up them some could what into than other time "
+         "river mountain library engine quietly between afterwards tokenizer shard").split()
+
+
+def make_text(d, files, docs_per_file, seed=0):
+    import numpy as np
+
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for f in range(files):
+        p = os.path.join(d, f"part-{f:03d}.jsonl")
+        paths.append(p)
+        if os.path.exists(p):
+            continue
+        with open(p, "w") as out:
+            for _ in range(docs_per_file):
+                n = int(rng.lognormal(5.5, 0.8))
+                out.write(json.dumps({"text": " ".join(WORDS[i] for i in rng.integers(0, len(WORDS), n))}) + "\n")
+    return paths
+
+
+def train_tokenizer(path, sample_file):
+    if os.path.exists(path):
+        return path
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=4096, special_tokens=["<|endoftext|>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    with open(sample_file) as f:
+        tok.train_from_iterator((json.loads(l)["text"] for l in f), trainer=tr)
+    tok.save(path)
+    return path
+
+
+def hf_datasets_tokenize(files, tokenizer, cache, nproc):
+    import datasets
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer)
+    eos = tok.token_to_id("<|endoftext|>")
+
+    def fn(batch):
+        return {"input_ids": [e.ids + [eos] for e in tok.encode_batch(batch["text"])]}
+
+    t0 = time.perf_counter()
+    ds = datasets.load_dataset("json", data_files=files, split="train", cache_dir=cache)
+    out = ds.map(fn, batched=True, num_proc=nproc, remove_columns=["text"])
+    n = sum(len(x) for x in out["input_ids"])
+    return time.perf_counter() - t0, n
+
+
+def run_tokenize(tmp, repeats):
+    import shutil
+
+    d = os.path.join(tmp, "text")
+    files = make_text(d, 8, 1500)
+    tok = train_tokenizer(os.path.join(tmp, "bench-tokenizer.json"), files[0])
+    ncpu = os.cpu_count() or 1
+    res = {"files": len(files), "bytes": sum(os.path.getsize(f) for f in files), "cpus": ncpu}
+    for rep in range(repeats):
+        for name in (["stoker", "datasets"] if rep % 2 == 0 else ["datasets", "stoker"]):
+            out = os.path.join(tmp, f"tok-{name}")
+            shutil.rmtree(out, ignore_errors=True)
+            if name == "stoker":
+                t0 = time.perf_counter()
+                r = subprocess.run([STOKER, "convert", f"text:{d}/*.jsonl",
+                                    f"tokens:{out}/c?tokenizer={tok}"], capture_output=True,
+                                   text=True, env=dict(os.environ, STOKER_PYTHON=PY))
+                dt = time.perf_counter() - t0
+                if r.returncode != 0:
+                    raise RuntimeError(r.stderr)
+                n = json.load(open(os.path.join(out, "stoker-token-manifest.json")))["tokens"]
+            else:
+                code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+                        f"import run_bench as r, glob; print(json.dumps(r.hf_datasets_tokenize("
+                        f"sorted(glob.glob({d!r} + '/*.jsonl')), {tok!r}, {out!r}, {ncpu})))")
+                p = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise RuntimeError(p.stderr[-2000:])
+                dt, n = json.loads(p.stdout.strip().splitlines()[-1])
+            res.setdefault(name, []).append({"seconds": dt, "tokens": n, "tokens_per_s": n / dt})
+            print(f"tokenize {name} rep {rep}: {n / dt / 1e6:.2f} M tokens/s ({n} tokens, {dt:.1f} s)",
+                  file=sys.stderr)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tmp", default="/tmp/stoker-token-bench")
@@ -202,6 +296,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--skip-index", action="store_true")
+    ap.add_argument("--skip-tokenize", action="store_true")
+    ap.add_argument("--skip-delivery", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "tokens", "results.json"))
     a = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -215,7 +311,7 @@ def main():
     results = {"machine": os.uname().nodename, "cpus": os.cpu_count(),
                "load_before": os.getloadavg(), "delivery": {}, "index": {}}
     names = ["memcpy", "stoker-cpp", "stoker-py", "nanogpt", "megatron"]
-    for S in (2048, 8192):
+    for S in (() if a.skip_delivery else (2048, 8192)):
         steps = a.steps if S == 2048 else a.steps // 4
         rows = results["delivery"].setdefault(str(S), {})
         for rep in range(a.repeats):
@@ -230,6 +326,8 @@ def main():
         if not os.path.exists(iprefix + ".idx"):
             make_corpus.write(iprefix, a.index_tokens, sparse=True)
         results["index"] = run_index(iprefix, 2048, a.tmp)
+    if not a.skip_tokenize:
+        results["tokenize"] = run_tokenize(a.tmp, max(1, a.repeats - 1))
     results["load_after"] = os.getloadavg()
     with open(a.out, "w") as f:
         json.dump(results, f, indent=1)
