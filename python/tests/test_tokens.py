@@ -344,3 +344,17 @@ def test_bad_arguments_and_empty_documents(tmp_path):
         T.TokenPipeline("megatron:" + prefix, packing="nope")
     with pytest.raises(stoker.InvalidArgumentError, match="vocabulary"):
         T.write_tokens("megatron:" + str(tmp_path / "v"), [np.array([1, 99])], vocab_size=50)
+
+
+def test_device_iteration_path_on_cpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    data = _corpus(tmp_path, "d")
+    p = T.TokenPipeline(data, seq_len=32, batch_size=4, output="torch", device="cpu",
+                        pin_memory=False, cache_dir="none")
+    ref = T.TokenPipeline(data, seq_len=32, batch_size=4, cache_dir="none")
+    got = list(p)
+    assert len(got) == p.steps_per_epoch > 0
+    for b in got:
+        np.testing.assert_array_equal(b["input_ids"].numpy(), ref.next_batch()["input_ids"])
+    with pytest.raises(stoker.InvalidArgumentError):
+        T.TokenPipeline(data, device="cpu")  # device needs output="torch"
