@@ -36,5 +36,6 @@ void RegisterBenchTokensCommand(CLI::App& bench);  // stoker bench tokens --data
 // Replaces the process with `<python> -m stoker WHAT... ARGS...` (cmd_tune.cc); returns
 // only on failure, with the exit code.
 int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args);
+void RegisterOptionsCommand(CLI::App& app);  // stoker options (the pipeline options table)
 
 }  // namespace stoker::cli
