@@ -27,8 +27,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
 STOKER = os.environ.get("STOKER_BINARY", os.path.join(ROOT, "build", "stoker"))
+# The build's Python package (STOKER_PYTHON_BUILD=<build dir>, as the tests).
+PYDIR = os.path.join(os.environ.get("STOKER_PYTHON_BUILD", os.path.join(ROOT, "build")), "python")
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
-sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+sys.path.insert(0, PYDIR)
 
 
 def maxrss():
@@ -133,8 +135,7 @@ def run_one(name, prefix, S, B, steps):
     code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
             f"import run_bench as r; w, c = r.one_{name.replace('-', '_').replace('stoker_py', 'stoker_py')}"
             f"({prefix!r}, {S}, {B}, {steps}); print(json.dumps([w, c]))")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "build", "python"),
-                                                       os.path.join(ROOT, "python", "tests")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYDIR, os.path.join(ROOT, "python", "tests")]))
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{name}: {out.stderr[-2000:]}")
@@ -184,7 +185,7 @@ def run_index(prefix, S, tmp):
             else:
                 code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
                         f"import run_bench as r; print(json.dumps(r.index_megatron({prefix!r}, {S}, {cache!r})))")
-                env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python", "tests"))
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYDIR, os.path.join(ROOT, "python", "tests")]))
                 out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env)
                 if out.returncode != 0:
                     raise RuntimeError(out.stderr[-2000:])
@@ -297,6 +298,7 @@ def main():
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--skip-index", action="store_true")
     ap.add_argument("--skip-tokenize", action="store_true")
+    ap.add_argument("--tokenize-repeats", type=int, default=2)
     ap.add_argument("--skip-delivery", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "tokens", "results.json"))
     a = ap.parse_args()
@@ -327,7 +329,7 @@ def main():
             make_corpus.write(iprefix, a.index_tokens, sparse=True)
         results["index"] = run_index(iprefix, 2048, a.tmp)
     if not a.skip_tokenize:
-        results["tokenize"] = run_tokenize(a.tmp, max(1, a.repeats - 1))
+        results["tokenize"] = run_tokenize(a.tmp, a.tokenize_repeats)
     results["load_after"] = os.getloadavg()
     with open(a.out, "w") as f:
         json.dump(results, f, indent=1)
