@@ -51,9 +51,11 @@ class CondVar {
     cv_.wait(lk);
     lk.release();
   }
-  // Waits until pred() holds. pred runs with *mu held (annotate it REQUIRES(mu)).
+  // Waits until pred() holds. pred runs with *mu held (annotate it REQUIRES(mu)). Callers
+  // are checked (they must hold *mu); the body is not, since the analysis cannot tell that
+  // `mu` is the lock the predicate names.
   template <typename Pred>
-  void Wait(Mutex* mu, Pred pred) REQUIRES(mu) {
+  void Wait(Mutex* mu, Pred pred) REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
     while (!pred()) Wait(mu);
   }
   // Waits at most `ns` nanoseconds of real time; false if it timed out.
