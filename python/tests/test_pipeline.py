@@ -472,3 +472,17 @@ def test_a_pass_ends_with_its_last_batch(image_folder):
     assert (a.state_dict()["epoch"], a.state_dict()["batch"]) == (4, 0)
     assert next(it, None) is None  # and the generator ends normally, without a second advance
     assert a.epoch == 4
+
+
+def test_stall_watchdog_options_and_error_class(image_folder):
+    """The watchdog's options come through the table; a healthy pipeline never trips it.
+    (The stuck-read case runs in C++ with the fault-injecting Env: RawFolder.StallWatchdog*.)"""
+    assert issubclass(stoker.StallError, TimeoutError)
+    assert issubclass(stoker.StallError, stoker.StokerError)
+    p = stoker.Pipeline(image_folder, batch_size=4, stall_timeout=30, on_stall="warn", **SMALL)
+    assert sum(len(b["label"]) for b in p) == 24
+    assert p.stats()["warnings"] == []
+    with pytest.raises(ValueError, match="on_stall"):
+        stoker.Pipeline(image_folder, on_stall="ignore", **SMALL)
+    with pytest.raises(ValueError, match="stall_timeout"):
+        stoker.Pipeline(image_folder, stall_timeout=-1, **SMALL)
