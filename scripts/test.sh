@@ -2,7 +2,8 @@
 # The README's test command: installs what is missing, builds, and runs every test:
 #   1. the GoogleTest suite under ASan+UBSan (build-asan/),
 #   2. the executor and core tests under TSan (build-tsan/),
-#   3. the CLI and Python tests (pytest) against the normal build (build/).
+#   3. the CLI and Python tests (pytest) against the normal build (build/),
+#   4. clang's thread-safety analysis over the engine (build-tsa/, compile only).
 # STOKER_TEST_QUICK=1 skips the sanitizer builds (for local iteration).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,6 +38,22 @@ if [ "${STOKER_TEST_QUICK:-0}" != 1 ]; then
 else
   step "GoogleTest (quick, no sanitizers)"
   ctest --test-dir "$ROOT/build" -j "$JOBS" --output-on-failure
+fi
+
+step "clang thread-safety analysis (engine, compile only)"
+# GUARDED_BY / REQUIRES (src/core/thread_annotations.h) are checked by clang only; the
+# TSan subset's sources (the engine) compiled with -Werror=thread-safety, nothing linked.
+if command -v clang++ >/dev/null; then
+  if [ ! -f "$ROOT/build-tsa/build.ninja" ]; then
+    CC=clang CXX=clang++ cmake -S "$ROOT" -B "$ROOT/build-tsa" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g0" -DCMAKE_C_FLAGS_DEBUG="-O0 -g0" \
+      -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" \
+      -DSTOKER_TSAN_SUBSET=ON -DSTOKER_BUILD_TESTS=OFF >/dev/null
+  fi
+  cmake --build "$ROOT/build-tsa" -j "$JOBS" --target stoker_lib
+else
+  echo "clang++ not found (scripts/install-deps.sh installs it): skipped" >&2
+  exit 1
 fi
 
 step "Python and CLI tests (pytest)"

@@ -74,10 +74,12 @@ class ImagePipeline : public ::testing::Test {
 };
 
 // threads=auto moves to fused workers at an epoch start when reads cost under a tenth of
-// the compute. A fake clock makes every read take 0 ns of wall time (CPU time is real), so
-// the switch happens at epoch 1 for sure; the batches must not change with it.
+// the compute. On a fake clock every read takes 0 ns of wall time and every measured piece
+// of work 1 ms of thread CPU (FakeClock::SetThreadCpuStep), so the switch happens at epoch
+// 1 for sure, whatever the machine's load; the batches must not change with it.
 TEST_F(ImagePipeline, AutoSwitchesToFusedWorkersWhenReadsAreCheapWithoutChangingBatches) {
   FakeClock clock;
+  clock.SetThreadCpuStep(1'000'000);
   auto o = Opts();
   o.threads = 0;
   o.cpu_budget = 2;

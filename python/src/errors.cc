@@ -47,6 +47,9 @@ void RegisterErrors(pyb::module_& m) {
       Derived(m, "UnimplementedError", PyExc_NotImplementedError, "Not supported."));
   set(StatusCode::kCancelled, Derived(m, "CancelledError", nullptr, "The pipeline was stopped."));
   set(StatusCode::kOutOfRange, Derived(m, "EndOfStreamError", PyExc_IndexError, "End of stream."));
+  set(StatusCode::kDeadlineExceeded,
+      Derived(m, "StallError", PyExc_TimeoutError,
+              "Nothing was produced for longer than stall_timeout (a stuck read)."));
   set(StatusCode::kInternal, Derived(m, "InternalError", nullptr, "A bug in stoker."));
 
   pyb::register_exception_translator([](std::exception_ptr p) {

@@ -11,6 +11,7 @@
 //   kUnimplemented   -> stoker.UnimplementedError   (also a NotImplementedError)
 //   kCancelled       -> stoker.CancelledError
 //   kOutOfRange      -> stoker.EndOfStreamError     (also an IndexError)
+//   kDeadlineExceeded -> stoker.StallError          (also a TimeoutError)
 //   kInternal        -> stoker.InternalError
 // All derive from stoker.StokerError, which carries `.code` (the StatusCode name).
 #pragma once

@@ -71,6 +71,16 @@ class PyPipeline {
     ThrowIfError(p_->StartEpoch(epoch, start_batch));
   }
 
+  // Elastic resume: the epoch after its first `consumed` global positions.
+  void ResumeEpoch(int epoch, uint64_t consumed) {
+    pyb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    ThrowIfError(p_->ResumeEpoch(epoch, consumed));
+  }
+  uint64_t pass_batches() const { return p_->pass_batches(); }
+  uint64_t consumed_after(uint64_t batches) const { return p_->ConsumedAfter(batches); }
+  std::string fingerprint() const { return p_->Fingerprint(); }
+
   // The next batch as a dict, or None at the end of the epoch.
   pyb::object Next(const std::string& kind, bool with_keys) {
     ArrayKind k = ParseKind(kind);
@@ -227,6 +237,10 @@ PYBIND11_MODULE(_stoker, m) {
   pyb::class_<PyPipeline>(m, "Pipeline")
       .def(pyb::init<const pyb::dict&>(), "options"_a)
       .def("start_epoch", &PyPipeline::StartEpoch, "epoch"_a, "start_batch"_a = 0)
+      .def("resume_epoch", &PyPipeline::ResumeEpoch, "epoch"_a, "consumed"_a)
+      .def_property_readonly("pass_batches", &PyPipeline::pass_batches)
+      .def("consumed_after", &PyPipeline::consumed_after, "batches"_a)
+      .def_property_readonly("fingerprint", &PyPipeline::fingerprint)
       .def("next", &PyPipeline::Next, "kind"_a = "numpy", "keys"_a = false)
       .def("stop", &PyPipeline::Stop)
       .def("stats", &PyPipeline::Stats)

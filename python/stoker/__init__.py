@@ -21,6 +21,7 @@ from ._errors import (  # noqa: F401
     CorruptDataError,
     EndOfStreamError,
     InternalError,
+    StallError,
     InvalidArgumentError,
     NotFoundError,
     StokerError,
@@ -59,4 +60,5 @@ __all__ = [
     "CancelledError",
     "EndOfStreamError",
     "InternalError",
+    "StallError",
 ]

@@ -24,6 +24,7 @@ if _ext is not None:
     CancelledError = _ext.CancelledError
     EndOfStreamError = _ext.EndOfStreamError
     InternalError = _ext.InternalError
+    StallError = _ext.StallError
 else:
 
     class StokerError(Exception):
@@ -65,6 +66,11 @@ else:
         """End of stream."""
 
         code = "out of range"
+
+    class StallError(StokerError, TimeoutError):
+        """Nothing was produced for longer than stall_timeout (a stuck read)."""
+
+        code = "deadline exceeded"
 
     class InternalError(StokerError):
         """A bug in stoker."""

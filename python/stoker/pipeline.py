@@ -47,10 +47,10 @@ def option_schema():
 def _engine_options():
     return [row for row in option_schema() if row["name"] != "data"]
 
-_STATE_VERSION = 1
-# Options that must match for a saved state to resume exactly.
-_STATE_KEYS = ("seed", "batch_size", "world_size", "rank", "shuffle", "drop_last", "dataset_size",
-               "samples_per_epoch")
+_STATE_VERSION = 2
+# What must match for a saved state to resume exactly: the epoch's global order depends on
+# these and on nothing else (not on the world size, rank, batch size or thread count).
+_STATE_KEYS = ("seed", "shuffle", "shuffle_buffer", "dataset_size", "dataset_fingerprint")
 
 
 def _choice(name, value, choices):
@@ -252,7 +252,7 @@ class Pipeline:
         self._output = output
         self._keys = _bool("keys", keys)
         self._epoch = 0          # the epoch the next iteration runs
-        self._resume_batch = 0   # first batch of the next iteration (load_state_dict)
+        self._resume_consumed = 0  # global samples of the epoch already consumed (load_state_dict)
         self._active = None      # (epoch, batches yielded) of the iteration in progress
         self._generation = 0
         self._closed = False
@@ -302,19 +302,19 @@ class Pipeline:
         As with DistributedSampler.set_epoch; without calls, epochs advance by themselves
         after each complete pass."""
         self._epoch = _int("epoch", epoch, 0)
-        self._resume_batch = 0
+        self._resume_consumed = 0
 
     def __iter__(self):
         if self._closed:
             raise bad_argument("this Pipeline was closed")
         self._generation += 1
-        return self._run(self._generation, self._epoch, self._resume_batch)
+        return self._run(self._generation, self._epoch, self._resume_consumed)
 
-    def _run(self, generation, epoch, start):
-        self._resume_batch = 0
-        self._p.start_epoch(epoch, start)
-        self._active = [epoch, start]
-        n = len(self)
+    def _run(self, generation, epoch, consumed):
+        self._resume_consumed = 0
+        self._p.resume_epoch(epoch, consumed)
+        self._active = [epoch, 0]  # (epoch, batches of this pass handed to the loop)
+        n = int(self._p.pass_batches)
         passed = False
 
         def handed_over():
@@ -347,7 +347,7 @@ class Pipeline:
                     out = copier.hand_over(ready)
                     handed_over()
                     yield out
-            if not passed and self._generation == generation:  # fewer batches than len()
+            if not passed and self._generation == generation:  # fewer batches than planned
                 self._end_pass(epoch)
         finally:
             if copier is not None:
@@ -356,7 +356,7 @@ class Pipeline:
     def _end_pass(self, epoch):
         if self._epoch == epoch:  # unless set_epoch() chose another one meanwhile
             self._epoch = epoch + 1
-        self._resume_batch = 0
+        self._resume_consumed = 0
         self._active = None
 
     def _next(self, generation):
@@ -377,25 +377,36 @@ class Pipeline:
     # -- resume ----------------------------------------------------------------------
 
     def _identity(self):
-        return {"seed": self._options["seed"], "batch_size": self._options["batch_size"],
-                "world_size": self.world_size, "rank": self.rank,
-                "shuffle": self._options["shuffle"], "drop_last": self._options["drop_last"],
-                "dataset_size": self.dataset_size, "samples_per_epoch": self.samples_per_epoch}
+        return {"seed": self._options["seed"], "shuffle": self._options["shuffle"],
+                "shuffle_buffer": self._options["shuffle_buffer"],
+                "dataset_size": self.dataset_size, "dataset_fingerprint": self._p.fingerprint}
 
     def state_dict(self):
-        """Where the data stream stands: resuming from it delivers exactly the batches not
-        yet yielded (none repeated, none lost), then the following epochs."""
+        """Where the data stream stands, as the epoch and the number of samples of its
+        global order consumed by all ranks together (every rank returns the same state
+        when the ranks step together, as DDP training does). Resuming from it, at this or
+        any other world size, batch size or thread count, delivers exactly the samples not
+        yet consumed (none repeated, none lost; the tail is split as `balance` says), then
+        the following epochs."""
         if self._active is not None:
-            epoch, batch = self._active
+            epoch, done = self._active
+            consumed = int(self._p.consumed_after(done))
         else:
-            epoch, batch = self._epoch, self._resume_batch
-        return {"version": _STATE_VERSION, "epoch": epoch, "batch": batch, **self._identity()}
+            epoch, consumed = self._epoch, self._resume_consumed
+        step = self.world_size * self._options["batch_size"]
+        return {"version": _STATE_VERSION, "epoch": epoch, "consumed": consumed,
+                "batch": consumed // step, "world_size": self.world_size, "rank": self.rank,
+                "batch_size": self._options["batch_size"], **self._identity()}
 
     def load_state_dict(self, state):
-        """Makes the next iteration continue from `state` (from state_dict())."""
+        """Makes the next iteration continue from `state` (from state_dict(), possibly of a
+        run with another world size, batch size or thread count)."""
         if not isinstance(state, dict):
             raise bad_argument(f"state must be a dict from state_dict(), got {type(state).__name__}")
-        missing = [k for k in ("version", "epoch", "batch", *_STATE_KEYS) if k not in state]
+        if "version" in state and state["version"] == 1:
+            raise bad_argument("state version 1 was saved by an older stoker, whose ranks took "
+                               "contiguous blocks of the epoch; it cannot resume exactly here")
+        missing = [k for k in ("version", "epoch", "consumed", *_STATE_KEYS) if k not in state]
         if missing:
             raise bad_argument(f"state is missing {', '.join(missing)}")
         if state["version"] != _STATE_VERSION:
@@ -404,15 +415,16 @@ class Pipeline:
         diff = [f"{k}: saved {state[k]!r}, now {mine[k]!r}" for k in _STATE_KEYS
                 if state[k] != mine[k]]
         if diff:
-            raise bad_argument("state is from a different configuration, so resuming would not "
-                               "be exact: " + "; ".join(diff))
+            raise bad_argument("state is from a different dataset or configuration, so resuming "
+                               "would not be exact: " + "; ".join(diff))
         epoch = _int("state['epoch']", state["epoch"], 0)
-        batch = _int("state['batch']", state["batch"], 0)
-        if batch > len(self):
-            raise bad_argument(f"state['batch'] = {batch} is past the epoch's {len(self)} batches")
+        consumed = _int("state['consumed']", state["consumed"], 0)
+        if consumed > self.dataset_size:
+            raise bad_argument(f"state['consumed'] = {consumed} is past the epoch's "
+                               f"{self.dataset_size} samples")
         self._generation += 1  # an iteration in progress ends
         self._active = None
-        self._epoch, self._resume_batch = epoch, batch
+        self._epoch, self._resume_consumed = epoch, consumed
 
     # -- introspection ---------------------------------------------------------------
 

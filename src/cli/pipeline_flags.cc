@@ -79,6 +79,12 @@ void AddPipelineFlags(CLI::App* cmd, PipelineFlags* f, bool with_data) {
 Result<PipelineOptions> ToOptions(const PipelineFlags& f) {
   auto r = OptionsFromValues(f.values);
   if (!r.ok()) return r.status().WithContext("bad flag");
+  // The CLI watches for stalls unless told otherwise (the library's default is off), and
+  // prints the pipeline's warnings.
+  bool stall_given = false;
+  for (const auto& [name, v] : f.values) stall_given |= name == "stall_timeout";
+  if (!stall_given) r->stall_timeout_s = 300;
+  r->log = [](const std::string& m) { std::fprintf(stderr, "stoker: warning: %s\n", m.c_str()); };
   return r;
 }
 

@@ -13,6 +13,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kInternal: return "internal error";
     case StatusCode::kOutOfRange: return "out of range";
+    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@ enum class StatusCode : int {
   kCancelled,        // the consumer stopped the pipeline
   kInternal,
   kOutOfRange,       // end of stream
+  kDeadlineExceeded, // nothing happened for longer than allowed (a stalled read)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -75,6 +76,10 @@ Status Unimplemented(fmt::format_string<Args...> f, Args&&... a) {
 }
 inline Status Cancelled(std::string m = "cancelled") {
   return Status(StatusCode::kCancelled, std::move(m));
+}
+template <typename... Args>
+Status DeadlineExceeded(fmt::format_string<Args...> f, Args&&... a) {
+  return Status(StatusCode::kDeadlineExceeded, fmt::format(f, std::forward<Args>(a)...));
 }
 inline Status EndOfStream() { return Status(StatusCode::kOutOfRange, "end of stream"); }
 

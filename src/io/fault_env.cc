@@ -14,6 +14,7 @@ class FaultyFile final : public RandomAccessFile {
     env_->reads++;
     if (rule_.read_latency_us > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(rule_.read_latency_us));
+    if (rule_.block) env_->BlockRead();
     if (rule_.fail_read) return IOError("read {} at offset {}: injected EIO", path(), offset);
     uint64_t sz = size();
     if (offset >= sz) return size_t{0};
@@ -36,6 +37,31 @@ class FaultyFile final : public RandomAccessFile {
 };
 
 }  // namespace
+
+int FaultInjectionEnv::blocked() const {
+  std::lock_guard<std::mutex> lk(block_mu_);
+  return blocked_;
+}
+
+bool FaultInjectionEnv::WaitUntilBlocked(int n, double max_wait_s) {
+  std::unique_lock<std::mutex> lk(block_mu_);
+  return block_cv_.wait_for(lk, std::chrono::duration<double>(max_wait_s),
+                            [&] { return blocked_ >= n; });
+}
+
+void FaultInjectionEnv::ReleaseBlocked() {
+  std::lock_guard<std::mutex> lk(block_mu_);
+  released_ = true;
+  block_cv_.notify_all();
+}
+
+void FaultInjectionEnv::BlockRead() const {
+  std::unique_lock<std::mutex> lk(block_mu_);
+  ++blocked_;
+  block_cv_.notify_all();
+  block_cv_.wait(lk, [&] { return released_; });
+  --blocked_;
+}
 
 Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
     const std::string& path, const OpenOptions& opts) {

@@ -1,8 +1,10 @@
 // A fault-injecting Env for tests: deterministic EIO, short (truncated) reads, latency,
-// and read counters, matched by path substring.
+// reads that hang until released (a stuck NFS or FUSE mount), and read counters, matched
+// by path substring.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@ struct FaultRule {
   bool fail_read = false;      // every ReadAt returns IOError
   int64_t truncate_to = -1;    // file appears to be this many bytes long
   int64_t read_latency_us = 0; // sleep per ReadAt
+  bool block = false;          // ReadAt hangs until ReleaseBlocked() (then reads normally)
 };
 
 class FaultInjectionEnv : public EnvWrapper {
@@ -29,6 +32,14 @@ class FaultInjectionEnv : public EnvWrapper {
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path, const OpenOptions& opts = {}) override;
 
+  // Blocked reads: how many are waiting now; wait until `n` are (false after `max_wait_s`
+  // of real time, a safety net so a broken test fails instead of hanging); release them all
+  // (and every later read of a blocking rule).
+  int blocked() const;
+  bool WaitUntilBlocked(int n, double max_wait_s = 60);
+  void ReleaseBlocked();
+  void BlockRead() const;  // for the files: waits while the env blocks
+
   std::atomic<int64_t> opens{0};
   std::atomic<int64_t> reads{0};
   std::atomic<int64_t> bytes_read{0};
@@ -36,6 +47,10 @@ class FaultInjectionEnv : public EnvWrapper {
  private:
   std::mutex mu_;
   std::vector<FaultRule> rules_;
+  mutable std::mutex block_mu_;
+  mutable std::condition_variable block_cv_;
+  mutable int blocked_ = 0;
+  bool released_ = false;
 };
 
 }  // namespace stoker

@@ -85,4 +85,26 @@ bool Autotuner::Step(const AutotuneSnapshot& snap, std::vector<std::string>* rea
   return changed;
 }
 
+TopologyDecision Autotuner::ChooseTopology(const TopologyObservation& o) const {
+  TopologyDecision d;
+  d.fused = o.fused;
+  d.read_threads = o.read_threads;
+  d.compute_threads = o.compute_threads;
+  double read_per = o.read_items ? o.read_wall_s / o.read_items : 0;
+  double cpu_per = o.compute_items ? o.compute_cpu_s / o.compute_items : 0;
+  if (o.read_items < 16 || o.compute_items < 16 || cpu_per <= 0) return d;
+  bool fast_reads = read_per < 0.1 * cpu_per;
+  if (fast_reads == o.fused) return d;
+  int compute = std::max(1, o.fused ? o.read_threads : o.compute_threads);
+  d.changed = true;
+  d.fused = fast_reads;
+  d.read_threads = d.fused ? compute : std::max(1, threads_.empty() ? 1 : threads_[0].value);
+  d.compute_threads = compute;
+  d.reason = fmt::format("epoch {}: a read took {:.3f} ms, {:.0f}% of a sample's compute: {}",
+                         o.epoch, read_per * 1e3, 100 * read_per / cpu_per,
+                         d.fused ? fmt::format("{} fused workers", compute)
+                                 : "read threads in front of compute threads again");
+  return d;
+}
+
 }  // namespace stoker

@@ -13,6 +13,9 @@
 // `starve_tolerance` of its calls while the pipeline as a whole is fast enough for it (its
 // capacity exceeds the consumer's demand, so the waits are jitter, not throughput), double
 // the depth, within the memory budget. Depth never shrinks (memory is already paid for).
+// Topology (threads=auto, decided at each epoch start from the last epoch): if reading a
+// sample took less than a tenth of its compute, fused workers (one per compute thread, no
+// hand-off); otherwise read threads in front of compute threads.
 #pragma once
 
 #include <string>
@@ -45,6 +48,26 @@ struct AutotuneSnapshot {
   int batch_size = 1;
 };
 
+// What the executor saw since the previous epoch start.
+struct TopologyObservation {
+  int epoch = 0;               // the epoch about to start
+  uint64_t read_items = 0;     // samples read
+  double read_wall_s = 0;      // wall time the read stage spent on them
+  uint64_t compute_items = 0;  // samples decoded
+  double compute_cpu_s = 0;    // CPU time decode + augment spent on them
+  bool fused = false;          // the topology of the epoch that ended
+  int read_threads = 1;        // its thread counts
+  int compute_threads = 1;
+};
+
+struct TopologyDecision {
+  bool changed = false;
+  bool fused = false;
+  int read_threads = 1;     // fused: the fused workers
+  int compute_threads = 1;  // the compute threads (unused while fused)
+  std::string reason;       // set when changed
+};
+
 class Autotuner {
  public:
   Autotuner(std::vector<TunableInt> threads, TunableInt prefetch, int max_io_threads = 16);
@@ -56,6 +79,10 @@ class Autotuner {
   // Estimated samples/s the CPU budget allows with the current cost estimates.
   double capacity() const { return capacity_; }
   double cost_cpu(size_t stage) const { return cpu_ema_[stage]; }
+  // The topology for the next epoch. Pure: reads only `o` and the read group's current
+  // thread count (threads(0)), which a return to read threads restores. Too few samples
+  // seen (< 16 in either group) keeps the topology.
+  TopologyDecision ChooseTopology(const TopologyObservation& o) const;
 
  private:
   std::vector<TunableInt> threads_;

@@ -113,5 +113,85 @@ TEST(Autotuner, PrefetchGrowsOnJitterNotOnThroughputLimit) {
   EXPECT_EQ(t3.prefetch(), 2);
 }
 
+// Topology: scripted epoch observations in, the next epoch's topology out.
+TopologyObservation Epoch(int epoch, double read_ms, double compute_ms, bool fused,
+                          int read_threads, int compute_threads, uint64_t items = 100) {
+  TopologyObservation o;
+  o.epoch = epoch;
+  o.read_items = o.compute_items = items;
+  o.read_wall_s = read_ms * 1e-3 * items;
+  o.compute_cpu_s = compute_ms * 1e-3 * items;
+  o.fused = fused;
+  o.read_threads = read_threads;
+  o.compute_threads = compute_threads;
+  return o;
+}
+
+std::vector<TunableInt> ReadCompute(int read, int compute) {
+  std::vector<TunableInt> t(2);
+  t[0] = {1, 16, read, true};
+  t[1] = {1, 4, compute, true};
+  return t;
+}
+
+TEST(AutotunerTopology, CheapReadsGoFusedWithOneWorkerPerComputeThread) {
+  Autotuner t(ReadCompute(3, 2), TunableInt{1, 8, 2, true});
+  // read 0.04 ms vs compute 2 ms: 2 % < 10 %.
+  TopologyDecision d = t.ChooseTopology(Epoch(1, 0.04, 2.0, false, 3, 2));
+  EXPECT_TRUE(d.changed);
+  EXPECT_TRUE(d.fused);
+  EXPECT_EQ(d.read_threads, 2);  // fused workers = the compute threads
+  EXPECT_EQ(d.compute_threads, 2);
+  EXPECT_NE(d.reason.find("epoch 1: a read took 0.040 ms, 2% of a sample's compute: 2 fused workers"),
+            std::string::npos)
+      << d.reason;
+}
+
+TEST(AutotunerTopology, SlowReadsGoBackToTheTunedReadThreads) {
+  Autotuner t(ReadCompute(5, 2), TunableInt{1, 8, 2, true});
+  // Fused with 2 workers; reads now cost 0.5 ms of 2 ms (25 %).
+  TopologyDecision d = t.ChooseTopology(Epoch(3, 0.5, 2.0, true, 2, 2));
+  EXPECT_TRUE(d.changed);
+  EXPECT_FALSE(d.fused);
+  EXPECT_EQ(d.read_threads, 5);  // the read group's tuned count
+  EXPECT_EQ(d.compute_threads, 2);
+  EXPECT_NE(d.reason.find("read threads in front of compute threads again"), std::string::npos);
+}
+
+TEST(AutotunerTopology, KeepsTheTopologyAtTheBoundaryAndWithTooLittleSeen) {
+  Autotuner t(ReadCompute(1, 2), TunableInt{1, 8, 2, true});
+  // Exactly 10 %: not under a tenth, so read threads stay.
+  EXPECT_FALSE(t.ChooseTopology(Epoch(1, 0.2, 2.0, false, 1, 2)).changed);
+  // Already fused and reads still cheap: nothing to do.
+  EXPECT_FALSE(t.ChooseTopology(Epoch(2, 0.01, 2.0, true, 2, 2)).changed);
+  // 15 samples are too few to judge.
+  TopologyDecision d = t.ChooseTopology(Epoch(1, 0.01, 2.0, false, 1, 2, 15));
+  EXPECT_FALSE(d.changed);
+  EXPECT_FALSE(d.fused);
+  EXPECT_EQ(d.read_threads, 1);
+  // No CPU measured (e.g. a clock without CPU time): no decision.
+  EXPECT_FALSE(t.ChooseTopology(Epoch(1, 0.0, 0.0, false, 1, 2)).changed);
+}
+
+TEST(AutotunerTopology, ASequenceOfEpochsFollowsTheStorage) {
+  Autotuner t(ReadCompute(4, 2), TunableInt{1, 8, 2, true});
+  bool fused = false;
+  int read = 4, compute = 2;
+  std::vector<bool> seen;
+  // cold (slow reads), warm, warm, storage slows down, warm again.
+  for (double read_ms : {1.0, 0.02, 0.02, 0.8, 0.03}) {
+    TopologyDecision d = t.ChooseTopology(Epoch(static_cast<int>(seen.size()) + 1, read_ms, 2.0,
+                                                fused, read, compute));
+    fused = d.fused;
+    read = d.read_threads;
+    compute = d.compute_threads;
+    seen.push_back(fused);
+  }
+  EXPECT_EQ(seen, (std::vector<bool>{false, true, true, false, true}));
+  EXPECT_EQ(compute, 2);
+  EXPECT_EQ(read, 2);
+}
+
 }  // namespace
 }  // namespace stoker
+

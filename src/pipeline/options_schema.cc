@@ -400,6 +400,14 @@ std::vector<OptionSpec> MakeRows() {
     s.default_text = "auto";  // resolved from on_error, which comes first in the table
     r.push_back(std::move(s));
   }
+  r.push_back(DoubleRow("stall_timeout", "errors", STOKER_FIELD(stall_timeout_s), 0.0, kInf,
+                        "seconds the consumer may wait with no batch produced before the stall "
+                        "watchdog reports what each worker is blocked on (0 = off; the CLI's "
+                        "default is 300)"));
+  r.push_back(EnumRow<StallAction>("on_stall", "errors", STOKER_FIELD(on_stall),
+                                   {{"fail", StallAction::kFail}, {"warn", StallAction::kWarn}},
+                                   "a stall: fail (raise StallError naming the stage, sample and "
+                                   "file of each busy worker) or warn (report it, keep waiting)"));
 
   PipelineOptions defaults;
   for (auto& s : r) {

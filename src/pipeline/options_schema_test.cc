@@ -90,7 +90,9 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"memory_budget", OptionValue::String("1.5GB")},
               {"cpu_budget", OptionValue::Int(2)},
               {"on_error", OptionValue::String("skip")},
-              {"skip_bad_shards", OptionValue::Bool(false)}};
+              {"skip_bad_shards", OptionValue::Bool(false)},
+              {"stall_timeout", OptionValue::Double(12.5)},
+              {"on_stall", OptionValue::String("warn")}};
   // The list covers the table: a new row must be added here too.
   ASSERT_EQ(v.size(), PipelineOptionSchema().size());
   auto r = OptionsFromValues(v);
@@ -108,6 +110,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   EXPECT_DOUBLE_EQ(o.flip_prob, 0.25);
   EXPECT_FALSE(o.dct_scale);
   EXPECT_FALSE(o.region_decode);
+  EXPECT_DOUBLE_EQ(o.stall_timeout_s, 12.5);
+  EXPECT_EQ(o.on_stall, StallAction::kWarn);
   EXPECT_EQ(o.raw_field, "cls");
   EXPECT_EQ(o.batch_size, 7);
   EXPECT_TRUE(o.drop_last);

@@ -8,141 +8,47 @@
 // away, while the decoded image is still in the core's cache (handing it to another thread
 // cost ~20% of throughput in a measurement on 2 cores). With fused workers (fixed
 // --threads N, or `fused`) each of N threads runs read, decode and augment for its sample.
-// Admission hands out epoch positions in order, but only for batches inside the window
-// [consumer_batch, consumer_batch + prefetch + 1): that bounds batch memory. Q is bounded,
-// which bounds sample memory; augment never blocks on output (its slot is reserved), so
-// the graph cannot deadlock. Items, samples and decoded images are recycled through free
-// lists, batch buffers through a pool, so steady state touches no fresh pages.
+//
+// The parts, each in its own file:
+//   BatchAssembler (batch_assembler.h)  admission window, batch slots, in-order delivery
+//   BatchPool (batch_pool.h)            batch buffers, budget = the window + 2
+//   sample_ops.h                        decode and augment of one sample
+//   Autotuner (autotune.h)              thread counts, prefetch, topology (pure)
+//   ActivityBoard (watchdog.h)          what each worker is doing, for the stall report
+// PipelineImpl below owns the threads: it validates options, spawns and parks workers, runs
+// the tuner loop and the watchdog, and computes the stats.
+//
+// Admission bounds batch memory; Q is bounded, which bounds sample memory; augment never
+// blocks on output (its slot is reserved), so the graph cannot deadlock. Items, samples and
+// decoded images are recycled through free lists, batch buffers through the pool, so
+// steady state touches no fresh pages.
 #include "pipeline/pipeline.h"
 
-#include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <map>
-#include <mutex>
 #include <thread>
 
-#include "codec/image.h"
+#include "core/mutex.h"
 #include "core/queue.h"
-#include "core/random.h"
 #include "core/thread_pool.h"
 #include "pipeline/autotune.h"
+#include "pipeline/batch_assembler.h"
+#include "pipeline/batch_pool.h"
 #include "pipeline/node_share.h"
 #include "pipeline/options_schema.h"
 #include "pipeline/plan.h"
+#include "pipeline/sample_ops.h"
+#include "pipeline/stages.h"
+#include "pipeline/watchdog.h"
 
 namespace stoker {
 namespace {
 
-enum StageId : int { kRead = 0, kDecode = 1, kAugment = 2, kBatchStage = 3, kNumStages = 4 };
-const char* const kStageNames[kNumStages] = {"read", "decode", "augment", "batch"};
-
-int64_t ThreadCpuNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
-struct StageCounters {
-  std::atomic<uint64_t> items{0}, bytes{0};
-  std::atomic<int64_t> busy_ns{0}, cpu_ns{0}, wait_in_ns{0}, wait_out_ns{0};
-  std::atomic<uint64_t> fill_samples{0}, fill_sum_permille{0};
-};
-
-struct Item {
-  uint64_t pos = 0;    // position in this rank's epoch order
-  uint64_t index = 0;  // dataset index
-  Sample sample;
-  DecodedImage image;
-  double src_x = 0, src_y = 0, src_w = 0, src_h = 0;  // crop in decoded-image coordinates
-  bool flip = false;
-  int64_t label = -1;
-};
 using ItemPtr = std::unique_ptr<Item>;
-
-int64_t ParseLabel(const Sample& s) {
-  if (s.label >= 0) return s.label;
-  const Field* f = s.Find("cls");
-  if (!f) return -1;
-  const char* b = reinterpret_cast<const char*>(f->data.data());
-  const char* e = b + f->data.size();
-  while (b < e && (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t')) ++b;
-  while (e > b && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' || e[-1] == '\t')) --e;
-  int64_t v = -1;
-  auto r = std::from_chars(b, e, v);
-  if (r.ec != std::errc() || r.ptr != e) return -1;
-  return v;
-}
-
-struct BatchState {
-  BatchPtr batch;
-  int expected = 0;  // samples in this batch (before skips)
-  int remaining = 0;
-  std::vector<uint8_t> ok;  // per slot: 1 delivered, 0 skipped/failed
-  std::vector<std::vector<uint8_t>> raw_slots;
-  bool ready = false;
-  Status error;  // first failing sample (by position) under kFail
-  uint64_t error_pos = UINT64_MAX;
-};
-
-class PipelineImpl;
-
-// Recycles Batch objects and their image buffers. Shared with the BatchPtr deleters so a
-// batch may outlive the pipeline.
-class BatchPool : public std::enable_shared_from_this<BatchPool> {
- public:
-  BatchPool(HostAllocator* alloc, size_t bytes) : alloc_(alloc), bytes_(bytes) {}
-  BatchPtr Get() {
-    std::unique_ptr<Entry> e;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!free_.empty()) {
-        e = std::move(free_.back());
-        free_.pop_back();
-      }
-    }
-    if (!e) {
-      e = std::make_unique<Entry>();
-      if (bytes_ > 0) e->buf = HostBuffer(alloc_, bytes_);
-      allocated_bytes_ += static_cast<int64_t>(bytes_);
-    }
-    Entry* raw = e.release();
-    raw->batch.images = raw->buf.data();
-    std::weak_ptr<BatchPool> weak = shared_from_this();
-    return BatchPtr(&raw->batch, [weak, raw](Batch*) {
-      if (auto pool = weak.lock()) {
-        pool->Put(std::unique_ptr<Entry>(raw));
-      } else {
-        delete raw;
-      }
-    });
-  }
-  int64_t allocated_bytes() const { return allocated_bytes_.load(); }
-  bool alloc_failed(const BatchPtr& b) const { return bytes_ > 0 && b->images == nullptr; }
-
- private:
-  struct Entry {
-    Batch batch;
-    HostBuffer buf;
-  };
-  void Put(std::unique_ptr<Entry> e) {
-    std::lock_guard<std::mutex> lk(mu_);
-    free_.push_back(std::move(e));
-  }
-  HostAllocator* alloc_;
-  size_t bytes_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Entry>> free_;
-  std::atomic<int64_t> allocated_bytes_{0};
-};
 
 class PipelineImpl final : public Pipeline {
  public:
@@ -151,10 +57,19 @@ class PipelineImpl final : public Pipeline {
 
   Status Init();
   Status StartEpoch(int epoch, uint64_t start_batch) override;
+  Status ResumeEpoch(int epoch, uint64_t consumed) override;
   Result<BatchPtr> Next() override;
   void Stop() override;
   uint64_t batches_per_epoch() const override { return num_batches_; }
   uint64_t samples_per_epoch() const override { return per_rank_; }
+  uint64_t pass_batches() const override { return pass_batches_; }
+  uint64_t ConsumedAfter(uint64_t batches) const override {
+    uint64_t taken = std::min<uint64_t>(pass_samples_, batches * opts_.batch_size);
+    // The pass's last batch ends the epoch for every rank, whatever the tail rule dropped.
+    if (batches >= pass_batches_) return ds_->size();
+    return stoker::ConsumedAfter(ds_->size(), rank_.world_size, pass_consumed_, taken);
+  }
+  std::string Fingerprint() const override { return fingerprint_; }
   const Dataset& dataset() const override { return *ds_; }
   PipelineStats Stats() const override;
   const PipelineOptions& options() const override { return opts_; }
@@ -163,37 +78,35 @@ class PipelineImpl final : public Pipeline {
   }
 
  private:
+  Status StartPass(int epoch, uint64_t consumed, uint64_t index_base);
   void StopWorkers();
   void SpawnWorkers();
   void ReadLoop(int id);
   void DecodeLoop(int id);
-  bool DoDecode(Item* it);
-  void DoAugment(Item* it, ResizeScratch* scratch);
+  bool DoDecode(Item* it, int worker);
+  void DoAugment(Item* it, int worker, ResizeScratch* scratch);
   void TunerLoop();
-  bool Active(int stage, int id);
-  bool WaitActive(int stage, int id);  // false when stopping
-  void ApplyThreads(int stage, int n);
-
-  Status DecodeItem(Item* it);
+  bool Active(int stage, int id) const {
+    return id < target_atomic_[stage].load(std::memory_order_relaxed);
+  }
+  bool WaitActive(int stage, int id) EXCLUDES(thr_mu_);  // false when stopping
+  void ApplyThreads(int stage, int n) EXCLUDES(thr_mu_);
+  void ChooseTopology() EXCLUDES(thr_mu_, stats_mu_);
   void FinishItem(Item* it, const Status& st);  // any stage; st non-OK = skip or fail
-  void FinalizeBatch(uint64_t b, BatchState& bs);
-  BatchState& GetBatchLocked(uint64_t b);
+  void Warn(const std::string& msg) EXCLUDES(stats_mu_);
+  std::string StallReport(int64_t now, int64_t waited_ns) const;
+  int PoolBudget(int prefetch) const { return prefetch + 3; }  // window (prefetch + 1) + 2
 
-  ItemPtr GetItem() {
-    std::lock_guard<std::mutex> lk(item_mu_);
+  ItemPtr GetItem() EXCLUDES(item_mu_) {
+    MutexLock l(&item_mu_);
     if (free_items_.empty()) return std::make_unique<Item>();
     ItemPtr it = std::move(free_items_.back());
     free_items_.pop_back();
     return it;
   }
-  void PutItem(ItemPtr it) {
-    std::lock_guard<std::mutex> lk(item_mu_);
+  void PutItem(ItemPtr it) EXCLUDES(item_mu_) {
+    MutexLock l(&item_mu_);
     free_items_.push_back(std::move(it));
-  }
-  uint64_t BatchOf(uint64_t pos) const { return pos / static_cast<uint64_t>(opts_.batch_size); }
-  int BatchLen(uint64_t b) const {
-    uint64_t begin = b * opts_.batch_size;
-    return static_cast<int>(std::min<uint64_t>(opts_.batch_size, per_rank_ - begin));
   }
 
   PipelineOptions opts_;
@@ -201,14 +114,17 @@ class PipelineImpl final : public Pipeline {
   std::unique_ptr<Dataset> ds_;
   EpochPlanOptions plan_;
   RankInfo rank_;
+  std::string fingerprint_;
   uint64_t per_rank_ = 0, num_batches_ = 0;
   std::atomic<int> cpu_budget_{1};  // the tuner thread may change it (NodeBudget::Refresh)
   std::unique_ptr<NodeBudget> node_budget_;  // used by Init, then by the tuner thread only
-  std::string budget_why_;                   // guarded by stats_mu_
+  std::string budget_why_ GUARDED_BY(stats_mu_);
   int64_t memory_budget_ = 0;
   size_t image_bytes_ = 0;
   std::shared_ptr<BatchPool> pool_;
+  std::unique_ptr<BatchAssembler> asm_;
   std::unique_ptr<Autotuner> tuner_;
+  std::unique_ptr<ActivityBoard> board_;
   bool autotune_ = false;
   bool fused_ = false;  // each read thread also decodes and augments its sample
   bool auto_threads_ = false;  // threads=auto without `fused`: the topology may change per epoch
@@ -216,38 +132,28 @@ class PipelineImpl final : public Pipeline {
   // per-epoch topology choice.
   int64_t mark_read_ns_ = 0, mark_compute_cpu_ns_ = 0;
   uint64_t mark_read_items_ = 0, mark_compute_items_ = 0;
-  void ChooseTopology();
 
-  // Epoch state.
+  // The pass in flight (StartEpoch/ResumeEpoch): this rank's order, its length.
   int epoch_ = -1;
   std::vector<uint64_t> order_;
-  uint64_t end_pos_ = 0;
+  uint64_t pass_consumed_ = 0, pass_samples_ = 0, pass_batches_ = 0;
   std::atomic<bool> stop_{false};
   bool started_ = false;
 
-  // Admission (read stage input) and batches.
-  std::mutex mu_;
-  std::condition_variable admit_cv_, ready_cv_;
-  uint64_t next_pos_ = 0;          // guarded by mu_
-  uint64_t consumer_batch_ = 0;    // guarded by mu_
-  std::atomic<int> prefetch_{2};
-  std::map<uint64_t, BatchState> batches_;  // guarded by mu_
-  Status fatal_;                   // guarded by mu_
-
   std::unique_ptr<BoundedQueue<ItemPtr>> q_decode_;
-  std::mutex item_mu_;
-  std::vector<ItemPtr> free_items_;
+  Mutex item_mu_;
+  std::vector<ItemPtr> free_items_ GUARDED_BY(item_mu_);
 
-  // Workers.
-  std::mutex thr_mu_;
-  std::condition_variable thr_cv_;
-  int target_[kNumStages] = {1, 1, 1, 1};  // guarded by thr_mu_
+  // Workers. Worker ids on the activity board: read threads first, then compute threads.
+  Mutex thr_mu_;
+  CondVar thr_cv_;
+  int target_[kNumStages] GUARDED_BY(thr_mu_) = {1, 1, 1, 1};
   std::atomic<int> target_atomic_[kNumStages];
   int max_threads_[kNumStages] = {1, 1, 1, 1};
   std::vector<std::thread> workers_;
   std::thread tuner_thread_;
-  std::mutex tuner_mu_;
-  std::condition_variable tuner_cv_;
+  Mutex tuner_mu_;
+  CondVar tuner_cv_;
 
   // Metrics.
   StageCounters sc_[kNumStages];
@@ -256,11 +162,37 @@ class PipelineImpl final : public Pipeline {
   std::atomic<uint64_t> consumer_calls_{0}, consumer_starved_{0};
   int64_t t_start_ns_ = 0;
   int64_t last_next_return_ns_ = 0;
-  mutable std::mutex stats_mu_;
-  std::vector<std::string> skipped_;  // guarded by stats_mu_
-  uint64_t skipped_count_ = 0;        // guarded by stats_mu_
-  std::vector<TuningEvent> tuning_;   // guarded by stats_mu_
+  mutable Mutex stats_mu_;
+  std::vector<std::string> skipped_ GUARDED_BY(stats_mu_);  // "key (location): reason"
+  uint64_t skipped_count_ GUARDED_BY(stats_mu_) = 0;
+  std::vector<TuningEvent> tuning_ GUARDED_BY(stats_mu_);
+  std::vector<std::string> warnings_ GUARDED_BY(stats_mu_);
 };
+
+// FNV-1a over the dataset's size, format, shard layout and up to 16 evenly spaced keys.
+std::string DatasetFingerprint(const Dataset& ds) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  };
+  auto mix_str = [&](const std::string& s) {
+    mix(s.data(), s.size());
+    mix("\0", 1);
+  };
+  uint64_t n = ds.size();
+  mix(&n, sizeof n);
+  mix_str(ds.format());
+  uint64_t shards = ds.shards().size();
+  mix(&shards, sizeof shards);
+  for (const auto& s : ds.shards()) {
+    mix(&s.begin, sizeof s.begin);
+    mix(&s.end, sizeof s.end);
+  }
+  const uint64_t k = std::min<uint64_t>(n, 16);
+  for (uint64_t i = 0; i < k; ++i) mix_str(ds.Key(k > 1 ? i * (n - 1) / (k - 1) : 0));
+  return fmt::format("{:016x}", h);
+}
 
 Status PipelineImpl::Init() {
   clock_ = opts_.clock ? opts_.clock : Clock::Real();
@@ -286,6 +218,7 @@ Status PipelineImpl::Init() {
     return InvalidArgument("{} samples per rank make no full batch of {} with drop_last",
                            per_rank_, opts_.batch_size);
   if (opts_.drop_last) per_rank_ = num_batches_ * opts_.batch_size;
+  fingerprint_ = DatasetFingerprint(*ds_);
 
   opts_.output.width = opts_.output.height = opts_.image_size;
   image_bytes_ = opts_.mode == DecodeMode::kRaw ? 0 : opts_.output.bytes();
@@ -296,8 +229,11 @@ Status PipelineImpl::Init() {
       node_budget_, NodeBudget::Create(opts_, rank_, int64_t(4) * batch_bytes + (256 << 20)));
   cpu_budget_ = node_budget_->budgets().cpus;
   memory_budget_ = node_budget_->budgets().memory;
-  budget_why_ = node_budget_->budgets().why;
-  if (node_budget_->budgets().shared) tuning_.push_back({0.0, budget_why_});
+  {
+    MutexLock l(&stats_mu_);
+    budget_why_ = node_budget_->budgets().why;
+    if (node_budget_->budgets().shared) tuning_.push_back({0.0, budget_why_});
+  }
   // Batches: window (prefetch + 1 in production) plus one held by the consumer.
   int64_t per_batch = std::max<int64_t>(1, static_cast<int64_t>(batch_bytes));
   int64_t sample_mem = int64_t(256) << 20;  // queues of samples and decoded images
@@ -330,45 +266,44 @@ Status PipelineImpl::Init() {
   pf.min = 1;
   pf.max = max_prefetch;
   pf.value = opts_.prefetch > 0 ? opts_.prefetch : std::min(2, max_prefetch);
-  prefetch_ = pf.value;
   const int stage_of[2] = {kRead, kDecode};
-  for (int g = 0; g < 2; ++g) {
-    int s = stage_of[g];
-    max_threads_[s] = th[g].max;
-    target_[s] = th[g].value;
-    target_atomic_[s] = th[g].value;
+  {
+    MutexLock l(&thr_mu_);
+    for (int g = 0; g < 2; ++g) {
+      int s = stage_of[g];
+      max_threads_[s] = th[g].max;
+      target_[s] = th[g].value;
+      target_atomic_[s] = th[g].value;
+    }
+    max_threads_[kAugment] = max_threads_[kBatchStage] = 0;
+    target_[kAugment] = 0;
+    target_atomic_[kAugment] = 0;
+    target_atomic_[kBatchStage] = 0;
   }
-  max_threads_[kAugment] = max_threads_[kBatchStage] = 0;
-  target_[kAugment] = 0;
-  target_atomic_[kAugment] = 0;
   tuner_ = std::make_unique<Autotuner>(th, pf);
+  board_ = std::make_unique<ActivityBoard>(max_threads_[kRead] + max_threads_[kDecode]);
 
-  pool_ = std::make_shared<BatchPool>(
-      opts_.allocator ? opts_.allocator : HostAllocator::Default(), batch_bytes);
+  pool_ = std::make_shared<BatchPool>(opts_.allocator ? opts_.allocator : HostAllocator::Default(),
+                                      batch_bytes, PoolBudget(pf.value),
+                                      [this](const std::string& m) { Warn(m); });
+  BatchAssembler::Layout lay;
+  lay.batch_size = opts_.batch_size;
+  lay.image_bytes = image_bytes_;
+  lay.image_size = opts_.image_size;
+  lay.layout = opts_.output.layout;
+  lay.raw = opts_.mode == DecodeMode::kRaw;
+  lay.fail_on_error = opts_.on_error == ErrorPolicy::kFail;
+  asm_ = std::make_unique<BatchAssembler>(lay, pool_.get(), clock_, &stop_, &sc_[kBatchStage]);
+  asm_->SetPrefetch(pf.value);
   return Status::OK();
 }
 
-BatchState& PipelineImpl::GetBatchLocked(uint64_t b) {
-  auto it = batches_.find(b);
-  if (it != batches_.end()) return it->second;
-  BatchState& bs = batches_[b];
-  bs.expected = bs.remaining = BatchLen(b);
-  bs.ok.assign(bs.expected, 0);
-  bs.batch = pool_->Get();
-  Batch& bt = *bs.batch;
-  bt.epoch = epoch_;
-  bt.index = b;
-  bt.size = bs.expected;
-  bt.height = bt.width = opts_.image_size;
-  bt.layout = opts_.output.layout;
-  bt.image_bytes = image_bytes_;
-  bt.labels.assign(bs.expected, -1);
-  bt.keys.resize(bs.expected);
-  bt.sample_indices.assign(bs.expected, 0);
-  bt.raw.clear();
-  bt.raw_offsets.clear();
-  if (opts_.mode == DecodeMode::kRaw) bs.raw_slots.resize(bs.expected);
-  return bs;
+void PipelineImpl::Warn(const std::string& msg) {
+  {
+    MutexLock l(&stats_mu_);
+    if (warnings_.size() < 1000) warnings_.push_back(msg);
+  }
+  if (opts_.log) opts_.log(msg);
 }
 
 Status PipelineImpl::StartEpoch(int epoch, uint64_t start_batch) {
@@ -377,17 +312,35 @@ Status PipelineImpl::StartEpoch(int epoch, uint64_t start_batch) {
   if (start_batch > num_batches_)
     return InvalidArgument("start batch {} is past the epoch's {} batches", start_batch,
                            num_batches_);
-  STOKER_ASSIGN_OR_RETURN(order_, PlanEpoch(ds_->shards(), ds_->size(), epoch, plan_));
-  order_.resize(per_rank_);
+  // Every rank has delivered start_batch batches: the global prefix they consumed.
+  uint64_t consumed = std::min<uint64_t>(
+      ds_->size(), start_batch * opts_.batch_size * static_cast<uint64_t>(rank_.world_size));
+  return StartPass(epoch, consumed, start_batch);
+}
+
+Status PipelineImpl::ResumeEpoch(int epoch, uint64_t consumed) {
+  StopWorkers();
+  if (epoch < 0) return InvalidArgument("epoch must be >= 0");
+  if (consumed > ds_->size())
+    return InvalidArgument("{} samples consumed is past the epoch's {} samples", consumed,
+                           ds_->size());
+  uint64_t step = static_cast<uint64_t>(opts_.batch_size) * rank_.world_size;
+  return StartPass(epoch, consumed, consumed / step);
+}
+
+Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base) {
+  STOKER_ASSIGN_OR_RETURN(order_, PlanEpoch(ds_->shards(), ds_->size(), epoch, plan_, consumed));
+  // This rank's share of the remainder; drop_last drops its final partial batch.
+  uint64_t per = order_.size();
+  uint64_t nb = opts_.drop_last ? per / opts_.batch_size
+                                : (per + opts_.batch_size - 1) / opts_.batch_size;
+  if (opts_.drop_last) per = nb * opts_.batch_size;
+  order_.resize(per);
   epoch_ = epoch;
-  end_pos_ = per_rank_;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    next_pos_ = start_batch * opts_.batch_size;
-    consumer_batch_ = start_batch;
-    batches_.clear();
-    fatal_ = Status::OK();
-  }
+  pass_consumed_ = consumed;
+  pass_samples_ = per;
+  pass_batches_ = nb;
+  asm_->Reset(epoch, index_base, per);
   stop_ = false;
   if (auto_threads_) ChooseTopology();
   size_t qcap = static_cast<size_t>(2 * max_threads_[kDecode] + 4);
@@ -399,42 +352,43 @@ Status PipelineImpl::StartEpoch(int epoch, uint64_t start_batch) {
   return Status::OK();
 }
 
-// threads=auto: the first epoch runs read threads in front of compute threads. At each
-// later epoch start, if reading a sample took less than a tenth of its compute (page cache,
-// fast local NVMe), the epoch runs fused workers instead, one per compute thread: no
-// hand-off at all (5-7% more samples/s on 2 cores in our measurement). If reads get slow
-// again, the next epoch goes back to read threads, which wait on storage without a core.
+// threads=auto: the first epoch runs read threads in front of compute threads; at each
+// later epoch start the autotuner chooses the topology from what the last epoch measured
+// (Autotuner::ChooseTopology). If reads get slow again, the next epoch goes back to read
+// threads, which wait on storage without a core.
 void PipelineImpl::ChooseTopology() {
   int64_t read_ns = sc_[kRead].busy_ns;
   int64_t cpu_ns = sc_[kDecode].cpu_ns + sc_[kAugment].cpu_ns;
   uint64_t read_items = sc_[kRead].items, items = sc_[kDecode].items;
-  uint64_t dr = read_items - mark_read_items_, dc = items - mark_compute_items_;
-  double read_per = dr ? (read_ns - mark_read_ns_) * 1e-9 / dr : 0;
-  double cpu_per = dc ? (cpu_ns - mark_compute_cpu_ns_) * 1e-9 / dc : 0;
+  TopologyObservation o;
+  o.epoch = epoch_;
+  o.read_items = read_items - mark_read_items_;
+  o.read_wall_s = (read_ns - mark_read_ns_) * 1e-9;
+  o.compute_items = items - mark_compute_items_;
+  o.compute_cpu_s = (cpu_ns - mark_compute_cpu_ns_) * 1e-9;
+  o.fused = fused_;
+  {
+    MutexLock l(&thr_mu_);
+    o.read_threads = target_[kRead];
+    o.compute_threads = target_[kDecode];
+  }
   mark_read_ns_ = read_ns;
   mark_compute_cpu_ns_ = cpu_ns;
   mark_read_items_ = read_items;
   mark_compute_items_ = items;
-  if (dr < 16 || dc < 16 || cpu_per <= 0) return;  // too little seen: keep the topology
-  bool fast_reads = read_per < 0.1 * cpu_per;
-  if (fast_reads == fused_) return;
-  int compute = std::max(1, fused_ ? target_[kRead] : target_[kDecode]);
-  fused_ = fast_reads;
+  TopologyDecision d = tuner_->ChooseTopology(o);
+  if (!d.changed) return;
+  fused_ = d.fused;
   {
-    std::lock_guard<std::mutex> lk(thr_mu_);
-    target_[kRead] = fused_ ? compute : std::max(1, tuner_->threads(0));
-    target_atomic_[kRead] = target_[kRead];
-    target_[kDecode] = compute;
-    target_atomic_[kDecode] = compute;
+    MutexLock l(&thr_mu_);
+    target_[kRead] = d.read_threads;
+    target_atomic_[kRead] = d.read_threads;
+    target_[kDecode] = d.compute_threads;
+    target_atomic_[kDecode] = d.compute_threads;
   }
-  std::lock_guard<std::mutex> lk(stats_mu_);
+  MutexLock l(&stats_mu_);
   if (tuning_.size() < 1000)
-    tuning_.push_back({(clock_->NowNanos() - t_start_ns_) * 1e-9,
-                       fmt::format("epoch {}: a read took {:.3f} ms, {:.0f}% of a sample's compute: "
-                                   "{}",
-                                   epoch_, read_per * 1e3, 100 * read_per / cpu_per,
-                                   fused_ ? fmt::format("{} fused workers", compute)
-                                          : "read threads in front of compute threads again")});
+    tuning_.push_back({(clock_->NowNanos() - t_start_ns_) * 1e-9, d.reason});
 }
 
 void PipelineImpl::SpawnWorkers() {
@@ -456,18 +410,14 @@ void PipelineImpl::SpawnWorkers() {
 
 void PipelineImpl::StopWorkers() {
   stop_ = true;
+  if (asm_) asm_->WakeAll();
   {
-    std::lock_guard<std::mutex> lk(mu_);
-    admit_cv_.notify_all();
-    ready_cv_.notify_all();
+    MutexLock l(&thr_mu_);
+    thr_cv_.SignalAll();
   }
   {
-    std::lock_guard<std::mutex> lk(thr_mu_);
-    thr_cv_.notify_all();
-  }
-  {
-    std::lock_guard<std::mutex> lk(tuner_mu_);
-    tuner_cv_.notify_all();
+    MutexLock l(&tuner_mu_);
+    tuner_cv_.SignalAll();
   }
   if (q_decode_) q_decode_->Close();
   for (auto& t : workers_) t.join();
@@ -480,56 +430,47 @@ void PipelineImpl::StopWorkers() {
 
 void PipelineImpl::Stop() {
   StopWorkers();
-  std::lock_guard<std::mutex> lk(mu_);
-  batches_.clear();
-}
-
-bool PipelineImpl::Active(int stage, int id) {
-  return id < target_atomic_[stage].load(std::memory_order_relaxed);
+  if (asm_) asm_->Clear();
 }
 
 bool PipelineImpl::WaitActive(int stage, int id) {
   if (Active(stage, id)) return !stop_;
-  std::unique_lock<std::mutex> lk(thr_mu_);
-  thr_cv_.wait(lk, [&] { return stop_.load() || id < target_[stage]; });
+  MutexLock l(&thr_mu_);
+  thr_cv_.Wait(&thr_mu_, [&]() REQUIRES(thr_mu_) { return stop_.load() || id < target_[stage]; });
   return !stop_;
 }
 
 void PipelineImpl::ApplyThreads(int stage, int n) {
   n = std::clamp(n, 1, max_threads_[stage]);
-  std::lock_guard<std::mutex> lk(thr_mu_);
+  MutexLock l(&thr_mu_);
   target_[stage] = n;
   target_atomic_[stage] = n;
-  thr_cv_.notify_all();
+  thr_cv_.SignalAll();
 }
 
 void PipelineImpl::ReadLoop(int id) {
   StageCounters& c = sc_[kRead];
   ResizeScratch scratch;  // fused mode
+  const int worker = id;
   for (;;) {
     if (!WaitActive(kRead, id)) break;
-    uint64_t pos;
-    {
-      int64_t t0 = clock_->NowNanos();
-      std::unique_lock<std::mutex> lk(mu_);
-      admit_cv_.wait(lk, [&] {
-        return stop_.load() || next_pos_ >= end_pos_ || !Active(kRead, id) ||
-               BatchOf(next_pos_) < consumer_batch_ + static_cast<uint64_t>(prefetch_.load()) + 1;
-      });
-      c.wait_out_ns += clock_->NowNanos() - t0;
-      if (stop_) break;
-      if (!Active(kRead, id)) continue;
-      if (next_pos_ >= end_pos_) break;
-      pos = next_pos_++;
-      GetBatchLocked(BatchOf(pos));  // reserve the batch slot
-    }
     ItemPtr it = GetItem();
-    it->pos = pos;
-    it->index = order_[pos];
-    int64_t t0 = clock_->NowNanos(), c0 = ThreadCpuNanos();
+    int64_t t0 = clock_->NowNanos();
+    BatchAssembler::Admit a = asm_->Next([&] { return Active(kRead, id); }, it.get());
+    c.wait_out_ns += clock_->NowNanos() - t0;
+    if (a != BatchAssembler::Admit::kOk) {
+      PutItem(std::move(it));
+      if (a == BatchAssembler::Admit::kInactive) continue;
+      break;  // stopping, or every position handed out
+    }
+    it->index = order_[it->pos];
+    t0 = clock_->NowNanos();
+    board_->Begin(worker, kRead, it->index, t0);
+    int64_t c0 = clock_->ThreadCpuNanos();
     Status st = ds_->Read(it->index, &it->sample);
-    c.cpu_ns += ThreadCpuNanos() - c0;
+    c.cpu_ns += clock_->ThreadCpuNanos() - c0;
     c.busy_ns += clock_->NowNanos() - t0;
+    board_->End(worker);
     c.items++;
     c.bytes += it->sample.bytes();
     if (!st.ok()) {
@@ -541,7 +482,7 @@ void PipelineImpl::ReadLoop(int id) {
     }
     if (fused_) {
       // One thread runs every stage for its sample: no hand-off between threads.
-      if (DoDecode(it.get())) DoAugment(it.get(), &scratch);
+      if (DoDecode(it.get(), worker)) DoAugment(it.get(), worker, &scratch);
       PutItem(std::move(it));
       continue;
     }
@@ -553,55 +494,17 @@ void PipelineImpl::ReadLoop(int id) {
   }
 }
 
-Status PipelineImpl::DecodeItem(Item* it) {
-  const Sample& s = it->sample;
-  it->label = ParseLabel(s);
-  if (opts_.mode == DecodeMode::kRaw) return Status::OK();
-  const Field* f = s.FindAny({"jpg", "jpeg", "png"});
-  if (!f) {
-    std::string have;
-    for (size_t i = 0; i < s.num_fields; ++i) have += (i ? ", " : "") + s.fields[i].name;
-    return Corrupt("no image field (jpg, jpeg, png); the sample has: {}",
-                   have.empty() ? "no fields" : have);
-  }
-  if (f->data.empty()) return Corrupt("empty image field '{}'", f->name);
-  STOKER_ASSIGN_OR_RETURN(ImageInfo info, ReadImageInfo(f->data.data(), f->data.size()));
-  if (info.width < 1 || info.height < 1) return Corrupt("image has no pixels");
-  DecodeRequest req;
-  req.allow_dct_scale = opts_.dct_scale;
-  req.allow_region_decode = opts_.region_decode;
-  req.target_w = req.target_h = opts_.image_size;
-  if (opts_.mode == DecodeMode::kTrain) {
-    Rng crop_rng(opts_.seed, static_cast<uint64_t>(epoch_), it->index, kStreamCrop);
-    req.crop = RandomResizedCropRect(info.width, info.height, opts_.rrc, crop_rng);
-    Rng flip_rng(opts_.seed, static_cast<uint64_t>(epoch_), it->index, kStreamFlip);
-    it->flip = flip_rng.Uniform() < opts_.flip_prob;
-  } else {
-    CenterCropPlan plan =
-        CenterCropRectFor(info.width, info.height, opts_.val_resize, opts_.image_size);
-    req.crop = plan.source_rect;
-    it->flip = false;
-  }
-  STOKER_RETURN_IF_ERROR(DecodeImage(f->data.data(), f->data.size(), req, &it->image));
-  const DecodedImage& img = it->image;
-  DecodedRect r = SourceToDecoded(img, req.crop.x, req.crop.y, req.crop.w, req.crop.h);
-  it->src_x = std::max(0.0, r.x);
-  it->src_y = std::max(0.0, r.y);
-  // Clamp into the decoded pixels (rounding at the image's right/bottom edge).
-  it->src_w = std::min(r.w, img.width - it->src_x);
-  it->src_h = std::min(r.h, img.height - it->src_y);
-  if (it->src_w <= 0 || it->src_h <= 0) return Internal("decoded region does not cover the crop");
-  return Status::OK();
-}
-
 // Runs the decode stage on one item with its metrics; false if the item was finished
 // (failed) here.
-bool PipelineImpl::DoDecode(Item* it) {
+bool PipelineImpl::DoDecode(Item* it, int worker) {
   StageCounters& c = sc_[kDecode];
-  int64_t t1 = clock_->NowNanos(), c0 = ThreadCpuNanos();
-  Status st = DecodeItem(it);
-  c.cpu_ns += ThreadCpuNanos() - c0;
+  int64_t t1 = clock_->NowNanos();
+  board_->Begin(worker, kDecode, it->index, t1);
+  int64_t c0 = clock_->ThreadCpuNanos();
+  Status st = DecodeSample(opts_, epoch_, it);
+  c.cpu_ns += clock_->ThreadCpuNanos() - c0;
   c.busy_ns += clock_->NowNanos() - t1;
+  board_->End(worker);
   c.items++;
   c.bytes += static_cast<uint64_t>(it->image.width) * it->image.height * 3;
   if (!st.ok()) {
@@ -611,47 +514,29 @@ bool PipelineImpl::DoDecode(Item* it) {
   return true;
 }
 
-void PipelineImpl::DoAugment(Item* it, ResizeScratch* scratch) {
+void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
   StageCounters& c = sc_[kAugment];
-  int64_t t1 = clock_->NowNanos(), c0 = ThreadCpuNanos();
-  uint64_t b = BatchOf(it->pos);
-  int slot = static_cast<int>(it->pos - b * opts_.batch_size);
-  void* dst = nullptr;
-  std::vector<uint8_t>* raw_dst = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    BatchState& bs = GetBatchLocked(b);
-    if (opts_.mode == DecodeMode::kRaw) {
-      raw_dst = &bs.raw_slots[slot];
-    } else {
-      dst = static_cast<uint8_t*>(bs.batch->images) + slot * image_bytes_;
-    }
-  }
-  const Field* raw_field = nullptr;
-  if (raw_dst) {
-    raw_field = opts_.raw_field.empty()
-                    ? (it->sample.num_fields ? &it->sample.fields[0] : nullptr)
-                    : it->sample.Find(opts_.raw_field);
-    raw_dst->clear();
-    if (raw_field) raw_dst->insert(raw_dst->end(), raw_field->data.begin(), raw_field->data.end());
-  } else if (dst) {
-    ResizeFlipNormalize(it->image, it->src_x, it->src_y, it->src_w, it->src_h, it->flip,
-                        opts_.output, dst, scratch);
-  }
-  c.cpu_ns += ThreadCpuNanos() - c0;
+  int64_t t1 = clock_->NowNanos();
+  board_->Begin(worker, kAugment, it->index, t1);
+  int64_t c0 = clock_->ThreadCpuNanos();
+  // The slot was reserved at admission: no lookup, no lock.
+  BatchState& bs = *it->bs;
+  std::vector<uint8_t>* raw_dst = opts_.mode == DecodeMode::kRaw ? &bs.raw_slots[it->slot] : nullptr;
+  void* dst = raw_dst ? nullptr : static_cast<uint8_t*>(bs.batch->images) + it->slot * image_bytes_;
+  size_t bytes = 0;
+  Status st = AugmentSample(opts_, it, dst, raw_dst, scratch, &bytes);
+  c.cpu_ns += clock_->ThreadCpuNanos() - c0;
   c.busy_ns += clock_->NowNanos() - t1;
+  board_->End(worker);
   c.items++;
-  c.bytes += raw_dst ? raw_dst->size() : image_bytes_;
-  if (raw_dst && !raw_field) {
-    FinishItem(it, Corrupt("no field '{}' to carry", opts_.raw_field.empty() ? "(any)" : opts_.raw_field));
-  } else {
-    FinishItem(it, Status::OK());
-  }
+  c.bytes += bytes;
+  FinishItem(it, st);
 }
 
 void PipelineImpl::DecodeLoop(int id) {
   StageCounters& c = sc_[kDecode];
   ResizeScratch scratch;
+  const int worker = max_threads_[kRead] + id;
   for (;;) {
     if (!WaitActive(kDecode, id)) break;
     int64_t t0 = clock_->NowNanos();
@@ -662,117 +547,70 @@ void PipelineImpl::DecodeLoop(int id) {
     if (!got) break;
     ItemPtr it = std::move(*got);
     // Augment on the same thread, while the decoded image is in this core's cache.
-    if (DoDecode(it.get())) DoAugment(it.get(), &scratch);
+    if (DoDecode(it.get(), worker)) DoAugment(it.get(), worker, &scratch);
     PutItem(std::move(it));
   }
 }
 
 void PipelineImpl::FinishItem(Item* it, const Status& st) {
-  uint64_t b = BatchOf(it->pos);
-  int slot = static_cast<int>(it->pos - b * opts_.batch_size);
   Status err;
   if (!st.ok()) {
     std::string where = it->sample.location.empty() ? ds_->Location(it->index) : it->sample.location;
     std::string key = it->sample.key.empty() ? ds_->Key(it->index) : it->sample.key;
     err = Status(st.code(), fmt::format("sample '{}' ({}): {}", key, where, st.message()));
     if (opts_.on_error == ErrorPolicy::kSkip) {
-      std::lock_guard<std::mutex> lk(stats_mu_);
+      MutexLock l(&stats_mu_);
       skipped_count_++;
       if (skipped_.size() < 10000) skipped_.push_back(err.message());
     }
   }
-  std::lock_guard<std::mutex> lk(mu_);
-  BatchState& bs = GetBatchLocked(b);
-  if (st.ok()) {
-    bs.ok[slot] = 1;
-    bs.batch->labels[slot] = it->label;
-    bs.batch->keys[slot] = it->sample.key;
-    bs.batch->sample_indices[slot] = it->index;
-  } else if (opts_.on_error == ErrorPolicy::kFail && it->pos < bs.error_pos) {
-    bs.error = err;
-    bs.error_pos = it->pos;
-  }
-  if (--bs.remaining == 0) {
-    FinalizeBatch(b, bs);
-    bs.ready = true;
-    ready_cv_.notify_all();
-  }
-}
-
-// Called with mu_ held when the last sample of batch b is done: compacts skipped slots.
-void PipelineImpl::FinalizeBatch(uint64_t b, BatchState& bs) {
-  int64_t t0 = clock_->NowNanos();
-  Batch& bt = *bs.batch;
-  int w = 0;
-  for (int r = 0; r < bs.expected; ++r) {
-    if (!bs.ok[r]) continue;
-    if (w != r) {
-      if (image_bytes_ > 0)
-        std::memmove(static_cast<uint8_t*>(bt.images) + w * image_bytes_,
-                     static_cast<uint8_t*>(bt.images) + r * image_bytes_, image_bytes_);
-      bt.labels[w] = bt.labels[r];
-      bt.keys[w] = std::move(bt.keys[r]);
-      bt.sample_indices[w] = bt.sample_indices[r];
-      if (opts_.mode == DecodeMode::kRaw) std::swap(bs.raw_slots[w], bs.raw_slots[r]);
-    }
-    ++w;
-  }
-  bt.size = w;
-  bt.labels.resize(w);
-  bt.keys.resize(w);
-  bt.sample_indices.resize(w);
-  if (opts_.mode == DecodeMode::kRaw) {
-    size_t total = 0;
-    for (int i = 0; i < w; ++i) total += bs.raw_slots[i].size();
-    bt.raw.resize(total);
-    bt.raw_offsets.resize(w + 1);
-    size_t off = 0;
-    for (int i = 0; i < w; ++i) {
-      bt.raw_offsets[i] = off;
-      if (!bs.raw_slots[i].empty()) std::memcpy(bt.raw.data() + off, bs.raw_slots[i].data(), bs.raw_slots[i].size());
-      off += bs.raw_slots[i].size();
-    }
-    bt.raw_offsets[w] = off;
-  }
-  StageCounters& c = sc_[kBatchStage];
-  c.items++;
-  c.busy_ns += clock_->NowNanos() - t0;
-  c.bytes += static_cast<uint64_t>(w) * image_bytes_;
+  asm_->Finish(it, err);
 }
 
 Result<BatchPtr> PipelineImpl::Next() {
   if (!started_) return InvalidArgument("call StartEpoch before Next");
   int64_t enter = clock_->NowNanos();
   if (last_next_return_ns_ > 0) consumer_busy_ns_ += enter - last_next_return_ns_;
+  const int64_t timeout_ns = static_cast<int64_t>(opts_.stall_timeout_s * 1e9);
+  // With the watchdog on, the wait wakes up every so often (real time) to look at the
+  // clock; a FakeClock advanced past the timeout is noticed at the next look.
+  const int64_t slice_ns = timeout_ns > 0 ? std::clamp<int64_t>(timeout_ns / 4, 1'000'000, 100'000'000) : 0;
   BatchState bs;
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (consumer_batch_ >= num_batches_) return EndOfStream();
-    uint64_t b = consumer_batch_;
-    auto ready = [&] {
-      if (stop_ || !fatal_.ok()) return true;
-      auto it = batches_.find(b);
-      return it != batches_.end() && it->second.ready;
-    };
-    consumer_calls_++;
-    if (!ready()) consumer_starved_++;
-    ready_cv_.wait(lk, ready);
-    if (!fatal_.ok()) return fatal_;
-    auto it = batches_.find(b);
-    if (it == batches_.end() || !it->second.ready) return Cancelled("pipeline stopped");
-    bs = std::move(it->second);
-    batches_.erase(it);
-    consumer_batch_++;
-    admit_cv_.notify_all();
+  Status fatal;
+  bool first = true, warned = false;
+  for (;;) {
+    bool starved = false;
+    BatchAssembler::Take t = asm_->TakeNext(&bs, &fatal, &starved, slice_ns);
+    if (t == BatchAssembler::Take::kEnd) return EndOfStream();
+    if (first) {
+      consumer_calls_++;
+      if (starved) consumer_starved_++;
+      first = false;
+    }
+    if (t == BatchAssembler::Take::kFatal) return fatal;
+    if (t == BatchAssembler::Take::kStopped) return Cancelled("pipeline stopped");
+    if (t == BatchAssembler::Take::kReady) break;
+    // Timed out: a stall when no batch became ready since the pass started or the consumer
+    // last took one (which opened the window for another).
+    int64_t now = clock_->NowNanos();
+    int64_t waited = now - std::max(last_next_return_ns_, asm_->last_ready_ns());
+    if (waited < timeout_ns) continue;
+    std::string report = StallReport(now, waited);
+    if (opts_.on_stall == StallAction::kFail) {
+      Status st = DeadlineExceeded("{}", report);
+      asm_->SetFatal(st);
+      return st;
+    }
+    if (!warned) {  // warn: once per wait, then keep waiting
+      Warn(report);
+      warned = true;
+    }
   }
   int64_t now = clock_->NowNanos();
   consumer_wait_ns_ += now - enter;
   last_next_return_ns_ = now;
   if (!bs.error.ok()) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      fatal_ = bs.error;
-    }
+    asm_->SetFatal(bs.error);
     StopWorkers();
     return bs.error;
   }
@@ -783,8 +621,29 @@ Result<BatchPtr> PipelineImpl::Next() {
   return std::move(bs.batch);
 }
 
+// "no batch for 301.0 s (stall timeout 300 s) ...; stk-read-0: read of sample 'k' (file) for
+// 301.0 s; ...". Names every busy worker; idle ones are counted.
+std::string PipelineImpl::StallReport(int64_t now, int64_t waited_ns) const {
+  std::string s = fmt::format(
+      "stalled: no batch for {:.1f} s (stall timeout {:g} s); the consumer waits for batch {} "
+      "of epoch {}",
+      waited_ns * 1e-9, opts_.stall_timeout_s, asm_->consumer_batch(), epoch_);
+  auto busy = board_->Busy();
+  const int readers = max_threads_[kRead];
+  for (const auto& e : busy) {
+    std::string name = e.worker < readers ? fmt::format("stk-read-{}", e.worker)
+                                          : fmt::format("stk-compute-{}", e.worker - readers);
+    s += fmt::format("; {}: {} of sample '{}' ({}) for {:.1f} s", name, kStageNames[e.stage],
+                     ds_->Key(e.index), ds_->Location(e.index), (now - e.since_ns) * 1e-9);
+  }
+  if (busy.empty()) s += "; no worker is busy (they wait for admission or input)";
+  else if (static_cast<int>(busy.size()) < board_->size())
+    s += fmt::format("; {} other workers idle", board_->size() - static_cast<int>(busy.size()));
+  return s;
+}
+
 void PipelineImpl::TunerLoop() {
-  const int64_t period_ns = 100'000'000;  // 100 ms
+  const int64_t period_ns = 100'000'000;  // 100 ms on the pipeline's clock
   // The tuner sees two thread groups: read (waits on storage) and compute (decode and
   // augment, which run on the same threads).
   struct Totals {
@@ -807,18 +666,22 @@ void PipelineImpl::TunerLoop() {
   int64_t last_busy = consumer_busy_ns_;
   for (;;) {
     {
-      std::unique_lock<std::mutex> lk(tuner_mu_);
-      tuner_cv_.wait_for(lk, std::chrono::nanoseconds(period_ns), [&] { return stop_.load(); });
+      // Sleeps (real time) for what is left of the period on the clock; a FakeClock that
+      // has not moved is looked at again a period later, so tests decide when steps run.
+      int64_t left = period_ns - (clock_->NowNanos() - last_ns);
+      MutexLock l(&tuner_mu_);
+      if (!stop_ && left > 0) tuner_cv_.WaitForNanos(&tuner_mu_, std::clamp<int64_t>(left, 1'000'000, period_ns));
       if (stop_) return;
     }
     int64_t now = clock_->NowNanos();
+    if (now - last_ns < period_ns) continue;
     AutotuneSnapshot snap;
     snap.period_s = (now - last_ns) * 1e-9;
     last_ns = now;
     std::string budget_change;
     if (node_budget_->Refresh(now, &budget_change)) {
       cpu_budget_ = node_budget_->budgets().cpus;
-      std::lock_guard<std::mutex> lk(stats_mu_);
+      MutexLock l(&stats_mu_);
       budget_why_ = node_budget_->budgets().why;
       tuning_.push_back({(now - t_start_ns_) * 1e-9, budget_change});
     }
@@ -849,12 +712,11 @@ void PipelineImpl::TunerLoop() {
         ApplyThreads(kRead, tuner_->threads(0));
         ApplyThreads(kDecode, tuner_->threads(1));
       }
-      if (opts_.prefetch == 0 && tuner_->prefetch() != prefetch_) {
-        std::lock_guard<std::mutex> lk(mu_);
-        prefetch_ = tuner_->prefetch();
-        admit_cv_.notify_all();
+      if (opts_.prefetch == 0 && tuner_->prefetch() != asm_->prefetch()) {
+        pool_->SetBudget(PoolBudget(tuner_->prefetch()));
+        asm_->SetPrefetch(tuner_->prefetch());
       }
-      std::lock_guard<std::mutex> lk(stats_mu_);
+      MutexLock l(&stats_mu_);
       double t = (now - t_start_ns_) * 1e-9;
       for (auto& r : reasons)
         if (tuning_.size() < 1000) tuning_.push_back({t, r});
@@ -931,17 +793,18 @@ PipelineStats PipelineImpl::Stats() const {
   // consumer (the training step) is what bounds the pipeline.
   if (consumer_total > 0 && st.consumer_wait_frac < 0.05 && best_util < 0.6)
     st.bottleneck = "consumer";
-  st.prefetch = prefetch_;
+  st.prefetch = asm_->prefetch();
   st.memory_budget = memory_budget_;
   st.cpu_budget = cpu_budget_;
   st.buffer_bytes = pool_ ? pool_->allocated_bytes() : 0;
   st.autotune = autotune_;
   st.rank = rank_;
-  std::lock_guard<std::mutex> lk(stats_mu_);
+  MutexLock l(&stats_mu_);
   st.skipped = skipped_count_;
   st.budget_source = budget_why_;
   st.skipped_items = skipped_;
   st.tuning = tuning_;
+  st.warnings = warnings_;
   return st;
 }
 

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ namespace stoker {
 
 enum class ErrorPolicy { kFail, kSkip };
 enum class RankBalance { kPad, kDrop };  // equalize per-rank sample counts
+enum class StallAction { kFail, kWarn };
 enum class DecodeMode {
   kTrain,  // RandomResizedCrop(image_size) + random horizontal flip + normalize
   kVal,    // Resize(val_resize) + CenterCrop(image_size) + normalize
@@ -69,6 +71,14 @@ struct PipelineOptions {
   int cpu_budget = 0;               // cores the pipeline may use; 0 = all available
 
   ErrorPolicy on_error = ErrorPolicy::kFail;
+  // Stall watchdog: when Next() has waited this long with no batch produced, it fails with
+  // kDeadlineExceeded (kWarn: reports through `log` and Stats().warnings, keeps waiting),
+  // naming what each worker is blocked on. 0 = off.
+  double stall_timeout_s = 0;
+  StallAction on_stall = StallAction::kFail;
+  // Where the pipeline's warnings go (also kept in Stats().warnings); called from any of
+  // its threads, so it must be thread-safe. The library never prints.
+  std::function<void(const std::string&)> log;
   Clock* clock = nullptr;           // default: real clock
   HostAllocator* allocator = nullptr;  // batch buffers; default HostAllocator::Default()
 };
@@ -105,6 +115,10 @@ class Pipeline {
   // Starts (or restarts) epoch `epoch`, skipping its first `start_batch` batches
   // (exact mid-epoch resume). Stops any epoch in flight.
   virtual Status StartEpoch(int epoch, uint64_t start_batch = 0) = 0;
+  // Elastic resume: starts epoch `epoch` after its first `consumed` positions of the global
+  // order (all ranks together, from ConsumedAfter() of a run at any world size). This
+  // rank's share of the remainder has pass_batches() batches, the same on every rank.
+  virtual Status ResumeEpoch(int epoch, uint64_t consumed) = 0;
   // The next batch, in order; kOutOfRange at the end of the epoch; on a failing sample
   // with ErrorPolicy::kFail, the error (naming file and member) after all earlier batches.
   virtual Result<BatchPtr> Next() = 0;
@@ -113,6 +127,13 @@ class Pipeline {
 
   virtual uint64_t batches_per_epoch() const = 0;
   virtual uint64_t samples_per_epoch() const = 0;  // for this rank
+  // Batches the pass begun by the last StartEpoch/ResumeEpoch delivers.
+  virtual uint64_t pass_batches() const = 0;
+  // Global positions of the epoch consumed once every rank has taken `batches` batches of
+  // the current pass (what a checkpoint records).
+  virtual uint64_t ConsumedAfter(uint64_t batches) const = 0;
+  // Identifies the dataset (size, format, shards, sampled keys) for resume checks.
+  virtual std::string Fingerprint() const = 0;
   virtual const Dataset& dataset() const = 0;
   virtual PipelineStats Stats() const = 0;
   virtual const PipelineOptions& options() const = 0;

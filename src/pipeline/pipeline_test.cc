@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -292,5 +294,221 @@ TEST_F(RawFolder, AutoRunsReadThreadsInFrontOfComputeThreads) {
   EXPECT_NEAR(compute, 1.0, 1e-6);
 }
 
+// A consumer that keeps every batch (list(loader), gradient accumulation) gets them all:
+// the pool goes past its budget with one warning naming the count instead of blocking.
+TEST_F(RawFolder, HoldingEveryBatchNeverBlocksAndWarnsOnce) {
+  auto o = Opts();
+  o.threads = 2;
+  o.prefetch = 2;  // pool budget: window 3 + 2 = 5 batches
+  std::mutex mu;
+  std::vector<std::string> logged;
+  o.log = [&](const std::string& m) {
+    std::lock_guard<std::mutex> lk(mu);
+    logged.push_back(m);
+  };
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    ASSERT_TRUE((*p)->StartEpoch(epoch).ok());
+    std::vector<BatchPtr> held;
+    for (;;) {
+      auto b = (*p)->Next();
+      if (!b.ok()) {
+        ASSERT_TRUE(IsEndOfStream(b.status())) << b.status().ToString();
+        break;
+      }
+      held.push_back(*b);
+    }
+    ASSERT_EQ(held.size(), 13u);
+    std::set<std::string> keys;
+    for (const auto& b : held) keys.insert(b->keys.begin(), b->keys.end());
+    EXPECT_EQ(keys.size(), 102u);  // every held batch still has its own contents
+  }
+  PipelineStats st = (*p)->Stats();
+  ASSERT_EQ(st.warnings.size(), 1u);
+  EXPECT_NE(st.warnings[0].find("pool of 5"), std::string::npos) << st.warnings[0];
+  EXPECT_NE(st.warnings[0].find("6 batch buffers"), std::string::npos) << st.warnings[0];
+  std::lock_guard<std::mutex> lk(mu);
+  EXPECT_EQ(logged, st.warnings);
+}
+
+// The stall watchdog, on a fake clock: one read hangs (a stuck mount); the error names the
+// stage, the sample, the file, and how long.
+TEST_F(RawFolder, StallWatchdogNamesTheStuckRead) {
+  FaultInjectionEnv env;
+  env.AddRule({.path_contains = "class0/f0.jpg", .block = true});
+  FakeClock clock;
+  auto o = Opts();
+  o.shuffle = false;  // class0/f0 is the first sample: batch 0 cannot complete
+  o.threads = 1;      // one worker, stuck on it
+  o.dataset.env = &env;
+  o.clock = &clock;
+  o.stall_timeout_s = 300;
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE((*p)->StartEpoch(0).ok());
+  ASSERT_TRUE(env.WaitUntilBlocked(1));
+  clock.AdvanceMillis(301'000);
+  auto b = (*p)->Next();
+  ASSERT_FALSE(b.ok());
+  const std::string m = b.status().message();
+  EXPECT_EQ(b.status().code(), StatusCode::kDeadlineExceeded) << m;
+  EXPECT_NE(m.find("no batch for 301.0 s (stall timeout 300 s)"), std::string::npos) << m;
+  EXPECT_NE(m.find("stk-read-0: read of sample 'class0/f0'"), std::string::npos) << m;
+  EXPECT_NE(m.find("class0/f0.jpg) for 301.0 s"), std::string::npos) << m;
+  // It stays failed, and shutdown is prompt once the read returns.
+  EXPECT_EQ((*p)->Next().status().code(), StatusCode::kDeadlineExceeded);
+  env.ReleaseBlocked();
+  p->reset();
+}
+
+TEST_F(RawFolder, StallWatchdogIsQuietBeforeTheTimeout) {
+  FaultInjectionEnv env;
+  env.AddRule({.path_contains = "class0/f0.jpg", .block = true});
+  FakeClock clock;
+  auto o = Opts();
+  o.shuffle = false;
+  o.threads = 1;
+  o.dataset.env = &env;
+  o.clock = &clock;
+  o.stall_timeout_s = 300;
+  o.on_stall = StallAction::kWarn;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> logged;
+  o.log = [&](const std::string& m) {
+    std::lock_guard<std::mutex> lk(mu);
+    logged.push_back(m);
+    cv.notify_all();
+  };
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE((*p)->StartEpoch(0).ok());
+  ASSERT_TRUE(env.WaitUntilBlocked(1));
+  clock.AdvanceMillis(250'000);  // under the timeout: Next() keeps waiting, says nothing
+  Result<BatchPtr> got = Cancelled("not run");
+  std::thread consumer([&] { got = (*p)->Next(); });
+  clock.AdvanceMillis(60'000);  // now 310 s: warn mode reports and keeps waiting
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return !logged.empty(); }));
+  }
+  env.ReleaseBlocked();  // the mount comes back: the batch arrives
+  consumer.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)->size, 8);
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_NE(logged[0].find("stalled: no batch for"), std::string::npos) << logged[0];
+  EXPECT_NE(logged[0].find("read of sample 'class0/f0'"), std::string::npos) << logged[0];
+  EXPECT_EQ((*p)->Stats().warnings, logged);
+  // The rest of the epoch is unaffected.
+  int batches = 1;
+  while ((*p)->Next().ok()) ++batches;
+  EXPECT_EQ(batches, 13);
+}
+
+// Elastic resume through the pipeline: W ranks take k batches each; W' ranks resume from
+// the global position every rank computed. Keys checked as a multiset.
+struct ElasticCase {
+  int w, w2, k, batch, batch2;
+};
+
+TEST_F(RawFolder, ElasticResumeLosesAndRepeatsNothingAcrossWorldSizes) {
+  // 102 samples. 8 -> 4 (batch 2 -> 2), 4 -> 6 (batch 3 -> 2), 2 -> 1 (batch 4 -> 8),
+  // 3 -> 2 with drop balance checked for the tail rule below.
+  for (ElasticCase c : {ElasticCase{8, 4, 3, 2, 2}, ElasticCase{4, 6, 2, 3, 2},
+                        ElasticCase{2, 1, 5, 4, 8}, ElasticCase{1, 3, 4, 8, 4}}) {
+    for (RankBalance bal : {RankBalance::kPad, RankBalance::kDrop}) {
+      std::multiset<std::string> all;
+      uint64_t consumed = 0;
+      for (int r = 0; r < c.w; ++r) {
+        auto o = Opts();
+        o.rank = r;
+        o.world_size = c.w;
+        o.batch_size = c.batch;
+        o.balance = bal;
+        o.threads = 1 + r % 3;  // thread counts differ too
+        auto p = Pipeline::Create(o);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        Run head = Collect(**p, 2, 0, c.k);
+        ASSERT_EQ(head.batch_sizes.size(), static_cast<size_t>(c.k));
+        all.insert(head.keys.begin(), head.keys.end());
+        uint64_t mine = (*p)->ConsumedAfter(c.k);
+        if (r > 0) {
+          ASSERT_EQ(mine, consumed);
+        }
+        consumed = mine;
+      }
+      EXPECT_EQ(consumed, static_cast<uint64_t>(c.w * c.k * c.batch));
+      std::vector<size_t> batches;
+      uint64_t per2 = 0;
+      for (int r = 0; r < c.w2; ++r) {
+        auto o = Opts();
+        o.rank = r;
+        o.world_size = c.w2;
+        o.batch_size = c.batch2;
+        o.balance = bal;
+        o.threads = 0;
+        auto p = Pipeline::Create(o);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        ASSERT_TRUE((*p)->ResumeEpoch(2, consumed).ok());
+        Run tail;
+        for (;;) {
+          auto b = (*p)->Next();
+          if (!b.ok()) {
+            ASSERT_TRUE(IsEndOfStream(b.status())) << b.status().ToString();
+            break;
+          }
+          tail.batch_sizes.push_back((*b)->size);
+          all.insert((*b)->keys.begin(), (*b)->keys.end());
+          per2 += (*b)->size;
+        }
+        EXPECT_EQ(tail.batch_sizes.size(), (*p)->pass_batches());
+        batches.push_back(tail.batch_sizes.size());
+      }
+      for (size_t n : batches) EXPECT_EQ(n, batches[0]) << "equal batches per rank";
+      // Every sample of the epoch once; the tail: pad repeats, drop leaves out, fewer than W'.
+      std::set<std::string> uniq(all.begin(), all.end());
+      uint64_t left = 102 - consumed;
+      std::string what = std::to_string(c.w) + " -> " + std::to_string(c.w2) +
+                         (bal == RankBalance::kPad ? " pad" : " drop");
+      if (bal == RankBalance::kPad) {
+        EXPECT_EQ(uniq.size(), 102u) << what;
+        EXPECT_EQ(all.size() - uniq.size(), (c.w2 - left % c.w2) % c.w2) << what;
+      } else {
+        EXPECT_EQ(uniq.size(), all.size()) << what;
+        EXPECT_EQ(102u - all.size(), left % c.w2) << what;
+      }
+    }
+  }
+}
+
+TEST_F(RawFolder, ResumeEpochAtTheSameWorldSizeIsStartEpoch) {
+  auto o = Opts();
+  o.rank = 1;
+  o.world_size = 2;
+  auto p = Pipeline::Create(o);
+  Run full = Collect(**p, 1);
+  auto q = Pipeline::Create(o);
+  Run head = Collect(**q, 1, 0, 2);
+  uint64_t consumed = (*q)->ConsumedAfter(2);
+  EXPECT_EQ(consumed, 2u * 8 * 2);
+  ASSERT_TRUE((*q)->ResumeEpoch(1, consumed).ok());
+  std::vector<std::string> keys = head.keys;
+  for (;;) {
+    auto b = (*q)->Next();
+    if (!b.ok()) break;
+    EXPECT_EQ((*b)->index, keys.size() / 8);  // batch numbers continue
+    keys.insert(keys.end(), (*b)->keys.begin(), (*b)->keys.end());
+  }
+  EXPECT_EQ(keys, full.keys);
+  EXPECT_EQ((*q)->ConsumedAfter((*q)->pass_batches()), 102u);  // the epoch is over
+  EXPECT_FALSE((*q)->ResumeEpoch(1, 103).ok());
+  EXPECT_NE((*q)->Fingerprint(), "");
+  EXPECT_EQ((*q)->Fingerprint(), (*p)->Fingerprint());
+}
+
 }  // namespace
 }  // namespace stoker
+

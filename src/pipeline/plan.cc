@@ -54,7 +54,8 @@ std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t
 }
 
 Result<std::vector<uint64_t>> PlanEpoch(const std::vector<ShardInfo>& shards, uint64_t n,
-                                        int epoch, const EpochPlanOptions& o) {
+                                        int epoch, const EpochPlanOptions& o,
+                                        uint64_t consumed) {
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
     return InvalidArgument("rank {} is not in [0, world size {})", o.rank, o.world_size);
   if (n == 0) return InvalidArgument("the dataset is empty");
@@ -64,12 +65,26 @@ Result<std::vector<uint64_t>> PlanEpoch(const std::vector<ShardInfo>& shards, ui
         "the dataset has {} samples, fewer than the world size {}: with --balance drop every "
         "rank would get none",
         n, o.world_size);
-  std::vector<uint64_t> global = GlobalOrder(shards, n, epoch, o);
   std::vector<uint64_t> mine;
+  if (consumed >= n) return mine;
+  per = SamplesPerRank(n - consumed, o.world_size, o.balance);
+  std::vector<uint64_t> global = GlobalOrder(shards, n, epoch, o);
   mine.reserve(per);
-  uint64_t start = per * static_cast<uint64_t>(o.rank);
-  for (uint64_t i = 0; i < per; ++i) mine.push_back(global[(start + i) % n]);
+  const uint64_t w = static_cast<uint64_t>(o.world_size);
+  for (uint64_t j = 0; j < per; ++j) {
+    uint64_t p = consumed + j * w + static_cast<uint64_t>(o.rank);
+    mine.push_back(global[p < n ? p : (p - n) % n]);  // pad: wrap to the epoch's start
+  }
   return mine;
+}
+
+uint64_t ConsumedAfter(uint64_t n, int world_size, uint64_t consumed,
+                       uint64_t per_rank_delivered) {
+  uint64_t w = static_cast<uint64_t>(world_size < 1 ? 1 : world_size);
+  if (consumed >= n) return n;
+  uint64_t left = n - consumed;
+  return per_rank_delivered >= (left + w - 1) / w ? n
+                                                  : std::min(n, consumed + per_rank_delivered * w);
 }
 
 Result<RankInfo> ResolveRank(int rank, int world_size) {

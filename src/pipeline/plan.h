@@ -6,10 +6,16 @@
 // the concatenated samples passed through a bounded shuffle buffer (WebDataset-style, so
 // reads stay mostly sequential within shards). The buffer is simulated on indices, so it
 // costs 8 bytes per slot, not a sample.
-// Rank split: rank r takes the contiguous block [r*per, (r+1)*per) of the global order
-// (contiguous keeps shard locality), per = floor(N/W) (drop) or ceil(N/W) (pad: the last
-// blocks wrap around to the start, as torch's DistributedSampler pads). Every rank gets
-// exactly `per` samples, so the batch count is equal on all ranks.
+// Rank split: strided, as torch's DistributedSampler: rank r takes global positions
+// r, r+W, r+2W, ... So when every rank has delivered k samples, the samples consumed are
+// exactly the prefix [0, k*W) of the global order, whatever W was; the global order itself
+// never depends on W. per = floor(N/W) (drop: the last N mod W positions are left out) or
+// ceil(N/W) (pad: positions past N wrap around to the start of the epoch, as
+// DistributedSampler pads). Every rank gets exactly `per` samples, so the batch count is
+// equal on all ranks.
+// Elastic resume: after `consumed` global positions, the remainder [consumed, N) is split
+// among the W' ranks the same way (positions consumed + r, consumed + r + W', ...), with
+// per' = floor or ceil((N - consumed) / W').
 #pragma once
 
 #include <cstdint>
@@ -36,9 +42,16 @@ uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance);
 std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
                                   const EpochPlanOptions& o);
 
-// This rank's indices, in delivery order.
+// This rank's indices, in delivery order, for the part of the epoch after its first
+// `consumed` global positions (0: the whole epoch). Empty when nothing is left.
 Result<std::vector<uint64_t>> PlanEpoch(const std::vector<ShardInfo>& shards, uint64_t n,
-                                        int epoch, const EpochPlanOptions& o);
+                                        int epoch, const EpochPlanOptions& o,
+                                        uint64_t consumed = 0);
+
+// Global positions consumed once every rank has delivered `per_rank_delivered` samples of a
+// pass that began after `consumed`: consumed + per_rank_delivered * W, at most n.
+uint64_t ConsumedAfter(uint64_t n, int world_size, uint64_t consumed,
+                       uint64_t per_rank_delivered);
 
 // Random streams (the `stream` argument of Rng) used across stoker.
 enum RngStream : uint64_t {

@@ -126,5 +126,121 @@ TEST(ResolveRank, FromEnvironment) {
   EXPECT_FALSE(ResolveRank(0, -1).ok());  // half given
 }
 
+// Elastic resume, simulated in one process: W ranks each take `k` samples, the state keeps
+// the global position, W' ranks take the rest. Checked as a multiset of indices.
+struct Resumed {
+  std::multiset<uint64_t> all;
+  uint64_t per_rank_after = 0;
+};
+
+Resumed ResumeAcross(uint64_t n, int w, int w2, uint64_t k, RankBalance balance, int epoch = 1) {
+  auto shards = Shards({n / 3, n / 3, n - 2 * (n / 3)});
+  Resumed r;
+  uint64_t consumed = 0;
+  for (int rank = 0; rank < w; ++rank) {
+    EpochPlanOptions o;
+    o.seed = 11;
+    o.shuffle_buffer = 32;
+    o.rank = rank;
+    o.world_size = w;
+    o.balance = balance;
+    auto mine = PlanEpoch(shards, n, epoch, o);
+    EXPECT_TRUE(mine.ok());
+    for (uint64_t j = 0; j < k; ++j) r.all.insert((*mine)[j]);
+    uint64_t c = ConsumedAfter(n, w, 0, k);
+    if (rank > 0) EXPECT_EQ(c, consumed);  // every rank computes the same position
+    consumed = c;
+  }
+  std::vector<uint64_t> sizes;
+  for (int rank = 0; rank < w2; ++rank) {
+    EpochPlanOptions o;
+    o.seed = 11;
+    o.shuffle_buffer = 32;
+    o.rank = rank;
+    o.world_size = w2;
+    o.balance = balance;
+    auto rest = PlanEpoch(shards, n, epoch, o, consumed);
+    EXPECT_TRUE(rest.ok());
+    sizes.push_back(rest->size());
+    r.all.insert(rest->begin(), rest->end());
+  }
+  for (uint64_t s : sizes) EXPECT_EQ(s, sizes[0]) << "ranks must get equal shares";
+  r.per_rank_after = sizes[0];
+  return r;
+}
+
+TEST(ElasticResume, NoSampleLostOrRepeatedAcrossWorldSizes) {
+  struct Case {
+    int w, w2;
+    uint64_t n, k;
+  };
+  // n divisible by both world sizes' shares: the epoch is delivered exactly once.
+  for (Case c : {Case{8, 4, 960, 40}, Case{4, 6, 960, 36}, Case{2, 1, 960, 100},
+                 Case{1, 3, 960, 0}, Case{3, 3, 960, 320}}) {
+    for (RankBalance b : {RankBalance::kPad, RankBalance::kDrop}) {
+      Resumed r = ResumeAcross(c.n, c.w, c.w2, c.k, b);
+      std::multiset<uint64_t> want;
+      for (uint64_t i = 0; i < c.n; ++i) want.insert(i);
+      EXPECT_EQ(r.all, want) << c.w << " -> " << c.w2 << " after " << c.k;
+    }
+  }
+}
+
+TEST(ElasticResume, TheTailFollowsTheBalanceRule) {
+  // 1001 samples, 8 ranks took 30 each (240 consumed), 6 ranks share the 761 left:
+  // pad gives 127 each (762: one sample repeated from the epoch's start), drop 126 each
+  // (756: the last 5 positions left out). Nothing else is lost or repeated.
+  const uint64_t n = 1001;
+  Resumed pad = ResumeAcross(n, 8, 6, 30, RankBalance::kPad);
+  EXPECT_EQ(pad.per_rank_after, 127u);
+  EXPECT_EQ(pad.all.size(), 240u + 762u);
+  std::set<uint64_t> uniq(pad.all.begin(), pad.all.end());
+  EXPECT_EQ(uniq.size(), n);
+  Resumed drop = ResumeAcross(n, 8, 6, 30, RankBalance::kDrop);
+  EXPECT_EQ(drop.per_rank_after, 126u);
+  EXPECT_EQ(drop.all.size(), 240u + 756u);
+  std::set<uint64_t> u2(drop.all.begin(), drop.all.end());
+  EXPECT_EQ(u2.size(), drop.all.size()) << "drop never repeats";
+}
+
+TEST(ElasticResume, SameWorldSizeResumeIsTheOriginalPlan) {
+  auto shards = Shards({40, 60});
+  for (int w : {1, 2, 3}) {
+    for (int rank = 0; rank < w; ++rank) {
+      EpochPlanOptions o;
+      o.seed = 5;
+      o.rank = rank;
+      o.world_size = w;
+      auto full = PlanEpoch(shards, 100, 0, o);
+      auto rest = PlanEpoch(shards, 100, 0, o, ConsumedAfter(100, w, 0, 7));
+      ASSERT_TRUE(full.ok() && rest.ok());
+      std::vector<uint64_t> tail(full->begin() + 7, full->end());
+      EXPECT_EQ(*rest, tail) << "world " << w << " rank " << rank;
+    }
+  }
+  EpochPlanOptions o;
+  EXPECT_TRUE(PlanEpoch(shards, 100, 0, o, 100)->empty());  // nothing left
+}
+
+TEST(ElasticResume, TheGlobalOrderDoesNotDependOnTheWorldSize) {
+  // Strided split: rank r's j-th sample is global position j*W + r.
+  auto shards = Shards({50, 50});
+  EpochPlanOptions g;
+  g.seed = 2;
+  auto global = GlobalOrder(shards, 100, 4, g);
+  for (int w : {1, 4, 5}) {
+    for (int rank = 0; rank < w; ++rank) {
+      EpochPlanOptions o = g;
+      o.rank = rank;
+      o.world_size = w;
+      auto mine = PlanEpoch(shards, 100, 4, o);
+      ASSERT_TRUE(mine.ok());
+      for (size_t j = 0; j < mine->size(); ++j)
+        EXPECT_EQ((*mine)[j], global[(j * w + rank) % 100]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stoker
+

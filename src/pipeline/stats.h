@@ -50,6 +50,7 @@ struct PipelineStats {
   int64_t buffer_bytes = 0;        // batch and sample buffer memory held
   uint64_t skipped = 0;
   std::vector<std::string> skipped_items;  // "key (location): reason"
+  std::vector<std::string> warnings;       // batch pool past its budget, stalls (on_stall=warn)
   std::vector<TuningEvent> tuning;
   bool autotune = false;
   RankInfo rank;

@@ -30,6 +30,7 @@ std::string StatsToJson(const PipelineStats& st, const StatsRunInfo* run, int in
   j["rank_source"] = st.rank.source;
   j["skipped"] = st.skipped;
   j["skipped_items"] = st.skipped_items;
+  j["warnings"] = st.warnings;
   auto& stages = j["stages"] = json::array();
   for (const auto& s : st.stages) {
     stages.push_back({{"name", s.name},
@@ -193,6 +194,7 @@ Result<PipelineStats> StatsFromJson(std::string_view text, const std::string& na
   }
   f.Count("skipped", &st.skipped);
   f.Strings("skipped_items", &st.skipped_items);
+  f.Strings("warnings", &st.warnings);
   const auto& stages = (*o)["stages"];
   for (size_t i = 0; i < stages.size() && err.ok(); ++i) {
     const auto& s = stages[i];

@@ -45,6 +45,7 @@ PipelineStats Sample() {
   st.buffer_bytes = 38535168;
   st.skipped = 1;
   st.skipped_items = {"c0/x.jpg (c0/x.jpg): not a JPEG"};
+  st.warnings = {"stalled: no batch for 301.0 s (stall timeout 300 s)"};
   st.tuning = {{0.1, "compute threads 1 -> 2"}, {0.3, "prefetch 2 -> 4"}};
   st.autotune = true;
   st.rank = {1, 2, "RANK/WORLD_SIZE"};
@@ -85,6 +86,7 @@ void ExpectSame(const PipelineStats& a, const PipelineStats& b) {
   EXPECT_EQ(a.buffer_bytes, b.buffer_bytes);
   EXPECT_EQ(a.skipped, b.skipped);
   EXPECT_EQ(a.skipped_items, b.skipped_items);
+  EXPECT_EQ(a.warnings, b.warnings);
   ASSERT_EQ(a.tuning.size(), b.tuning.size());
   for (size_t i = 0; i < a.tuning.size(); ++i) {
     EXPECT_EQ(a.tuning[i].t_s, b.tuning[i].t_s);
