@@ -52,6 +52,13 @@ fi
   echo "[deps] installing PyPI package: holistictraceanalysis"
   "$VENV/bin/pip" install -q holistictraceanalysis "numpy<2" "pandas<3"
 }
+# Real photographs for the torchvision parity test (python/tests/test_torchvision_parity.py):
+# scikit-image ships them in skimage/data. 0.22 and SciPy < 1.14 are the last that take
+# NumPy 1.24 (Debian's) as it is, so pip leaves Debian's NumPy and Pillow alone.
+"$VENV/bin/python" -c "import skimage" 2>/dev/null || {
+  echo "[deps] installing PyPI package: scikit-image"
+  "$VENV/bin/pip" install -q "scikit-image<0.23" "scipy<1.14" "numpy<2"
+}
 # Debian's torch 1.13 is built against NumPy 1.x: NumPy 2 in the venv breaks tensor.numpy()
 # and every extension built with Debian's pybind11 2.10. Keep (or put back) NumPy < 2.
 "$VENV/bin/python" -c "import numpy, sys; sys.exit(int(numpy.__version__.split('.')[0]) >= 2)" || {

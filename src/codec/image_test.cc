@@ -203,6 +203,39 @@ TEST(ImageCodec, CmykJpegConvertsLikePil) {
   }
 }
 
+// The same bytes without the APP14 "Adobe" segment.
+std::vector<uint8_t> WithoutAdobeMarker(const std::vector<uint8_t>& jpg) {
+  std::vector<uint8_t> out(jpg.begin(), jpg.begin() + 2);
+  size_t i = 2;
+  while (i + 4 <= jpg.size() && jpg[i] == 0xff && jpg[i + 1] != 0xda) {
+    const size_t len = (size_t{jpg[i + 2]} << 8) | jpg[i + 3];
+    const bool adobe = jpg[i + 1] == 0xee && i + 9 <= jpg.size() &&
+                       std::memcmp(&jpg[i + 4], "Adobe", 5) == 0;
+    if (!adobe) out.insert(out.end(), jpg.begin() + i, jpg.begin() + i + 2 + len);
+    i += 2 + len;
+  }
+  out.insert(out.end(), jpg.begin() + i, jpg.end());
+  return out;
+}
+
+TEST(ImageCodec, CmykJpegWithoutAdobeMarkerIsStillInvertedLikePil) {
+  // PIL reads every CMYK JPEG as Adobe's inverted CMYK ("CMYK;I"), marker or not.
+  const int w = 16, h = 16;
+  auto rgb = SyntheticRgb(w, h, 4, 0);
+  std::vector<uint8_t> cmyk(static_cast<size_t>(w) * h * 4);
+  for (int i = 0; i < w * h; ++i) {
+    for (int c = 0; c < 3; ++c) cmyk[i * 4 + c] = rgb[i * 3 + c];
+    cmyk[i * 4 + 3] = 200;
+  }
+  JpegEncodeOptions o;
+  o.components = 4;
+  o.quality = 100;
+  auto jpg = Jpeg(cmyk, w, h, o);
+  auto plain = WithoutAdobeMarker(jpg);
+  ASSERT_LT(plain.size(), jpg.size());  // the marker was there and is gone
+  EXPECT_EQ(MustDecode(plain).pixels, MustDecode(jpg).pixels);
+}
+
 TEST(ImageCodec, ProgressiveDecodesLikeBaseline) {
   // Same quantisation, so the coefficients and the decoded pixels are identical.
   const int w = 75, h = 51;
@@ -381,6 +414,27 @@ TEST(ImageCodec, PngLayoutsDecodeToRgb) {
   }
   ASSERT_TRUE(EncodePngEx(rgb16.data(), w, h, 3, 16, &png).ok());
   EXPECT_EQ(MustDecode(png).pixels, rgb);
+
+  // 16-bit gray: clipped to 0..255 like PIL's mode "I" -> RGB (not the high byte), for
+  // the whole image and a region.
+  std::vector<uint8_t> g16(static_cast<size_t>(w) * h * 2), clipped(static_cast<size_t>(w) * h * 3);
+  for (int i = 0; i < w * h; ++i) {
+    const int v = (i * 37) % 700;  // below and above 255
+    g16[2 * i] = static_cast<uint8_t>(v >> 8);
+    g16[2 * i + 1] = static_cast<uint8_t>(v & 0xff);
+    clipped[3 * i] = clipped[3 * i + 1] = clipped[3 * i + 2] = static_cast<uint8_t>(std::min(v, 255));
+  }
+  ASSERT_TRUE(EncodePngEx(g16.data(), w, h, 1, 16, &png).ok());
+  EXPECT_EQ(MustDecode(png).pixels, clipped);
+  {
+    DecodeRequest r16;
+    r16.crop = CropRect{2, 1, 4, 3};
+    DecodedImage part16 = MustDecode(png, r16);
+    ASSERT_EQ(part16.width, 4);
+    for (int y = 0; y < 3; ++y) {
+      EXPECT_EQ(0, std::memcmp(&part16.pixels[y * 12], &clipped[((y + 1) * w + 2) * 3], 12));
+    }
+  }
 
   // Palette (with tRNS, ignored) and Adam7 interlace.
   std::vector<uint8_t> want;

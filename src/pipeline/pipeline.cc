@@ -60,7 +60,7 @@ struct Item {
   uint64_t index = 0;  // dataset index
   Sample sample;
   DecodedImage image;
-  double src_x = 0, src_y = 0, src_w = 0, src_h = 0;  // crop in decoded-image coordinates
+  ResizePlan resize;  // the crop's box and filter window in decoded-image coordinates
   bool flip = false;
   int64_t label = -1;
 };
@@ -573,29 +573,26 @@ Status PipelineImpl::DecodeItem(Item* it) {
   STOKER_ASSIGN_OR_RETURN(ImageInfo info, ReadImageInfo(f->data.data(), f->data.size()));
   if (info.width < 1 || info.height < 1) return Corrupt("image has no pixels");
   DecodeRequest req;
-  req.allow_dct_scale = opts_.dct_scale;
-  req.allow_region_decode = opts_.region_decode;
-  req.target_w = req.target_h = opts_.image_size;
+  CropRect crop;
+  CenterCropPlan center;
   if (opts_.mode == DecodeMode::kTrain) {
     Rng crop_rng(opts_.seed, static_cast<uint64_t>(epoch_), it->index, kStreamCrop);
-    req.crop = RandomResizedCropRect(info.width, info.height, opts_.rrc, crop_rng);
+    crop = RandomResizedCropRect(info.width, info.height, opts_.rrc, crop_rng);
+    req = CropDecodeRequest(crop, opts_.output, opts_.dct_scale);
     Rng flip_rng(opts_.seed, static_cast<uint64_t>(epoch_), it->index, kStreamFlip);
     it->flip = flip_rng.Uniform() < opts_.flip_prob;
   } else {
-    CenterCropPlan plan =
-        CenterCropRectFor(info.width, info.height, opts_.val_resize, opts_.image_size);
-    req.crop = plan.source_rect;
+    center = CenterCropRectFor(info.width, info.height, opts_.val_resize, opts_.image_size);
+    req = CenterCropDecodeRequest(center, opts_.output, opts_.dct_scale);
     it->flip = false;
   }
+  req.allow_region_decode = opts_.region_decode;
   STOKER_RETURN_IF_ERROR(DecodeImage(f->data.data(), f->data.size(), req, &it->image));
-  const DecodedImage& img = it->image;
-  DecodedRect r = SourceToDecoded(img, req.crop.x, req.crop.y, req.crop.w, req.crop.h);
-  it->src_x = std::max(0.0, r.x);
-  it->src_y = std::max(0.0, r.y);
-  // Clamp into the decoded pixels (rounding at the image's right/bottom edge).
-  it->src_w = std::min(r.w, img.width - it->src_x);
-  it->src_h = std::min(r.h, img.height - it->src_y);
-  if (it->src_w <= 0 || it->src_h <= 0) return Internal("decoded region does not cover the crop");
+  it->resize = opts_.mode == DecodeMode::kTrain ? CropResizePlan(it->image, crop)
+                                                : CenterCropResizePlan(it->image, center);
+  if (it->resize.box.w <= 0 || it->resize.box.h <= 0) {
+    return Internal("decoded region does not cover the crop");
+  }
   return Status::OK();
 }
 
@@ -640,8 +637,7 @@ void PipelineImpl::DoAugment(Item* it, ResizeScratch* scratch) {
     raw_dst->clear();
     if (raw_field) raw_dst->insert(raw_dst->end(), raw_field->data.begin(), raw_field->data.end());
   } else if (dst) {
-    ResizeFlipNormalize(it->image, it->src_x, it->src_y, it->src_w, it->src_h, it->flip,
-                        opts_.output, dst, scratch);
+    ApplyResizePlan(it->image, it->resize, it->flip, opts_.output, dst, scratch);
   }
   c.cpu_ns += ThreadCpuNanos() - c0;
   c.busy_ns += clock_->NowNanos() - t1;
