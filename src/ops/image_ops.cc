@@ -83,6 +83,16 @@ CenterCropPlan CenterCropRectFor(int width, int height, int resize_short, int cr
 
 namespace {
 
+// After DCT-domain downscaling the decoded crop can be about the output's size, and PIL's
+// rule (support max(1, scale)) would leave the filter nothing to do: the result would be
+// libjpeg's reduced IDCT alone, sharper than the triangle filter torchvision applies to
+// the full-size image. A support of at least 1.25 decoded pixels on DCT-scaled decodes
+// makes up for it at no decode cost. Measured (scikit-image photographs re-encoded at
+// quality 90, decoded at 1/2, resized by r more; mean levels off torchvision): support
+// 1.0: 1.2-2.3 at r = 1.0, 0.9-1.25 at r = 1.1; support 1.25: 0.9-1.25 at r = 1.0,
+// 1.0-1.35 at 1.1, 0.7-1.0 at 1.25, unchanged from 1.5 on; 1.5 and more is worse.
+constexpr double kDctMinSupport = 1.25;
+
 inline double Triangle(double x) {
   x = std::fabs(x);
   return x < 1.0 ? 1.0 - x : 0.0;
@@ -92,15 +102,15 @@ inline double Triangle(double x) {
 // with taps limited to [win0, win1). Writes first tap and tap count per output pixel to
 // `bounds` and `ksize` weights per output pixel to `w`. Returns nothing; ksize from
 // KernelSize().
-int KernelSize(double in_w, int out_size) {
-  const double filterscale = std::max(1.0, in_w / out_size);
+int KernelSize(double in_w, int out_size, double min_support) {
+  const double filterscale = std::max(min_support, in_w / out_size);
   return static_cast<int>(std::ceil(filterscale)) * 2 + 1;
 }
 
 void PrecomputeCoeffs(double in0, double in_w, int win0, int win1, int out_size, int ksize,
-                      int32_t* bounds, float* w) {
+                      double min_support, int32_t* bounds, float* w) {
   const double scale = in_w / out_size;
-  const double filterscale = std::max(1.0, scale);
+  const double filterscale = std::max(min_support, scale);
   const double support = 1.0 * filterscale;
   const double ss = 1.0 / filterscale;
   for (int xx = 0; xx < out_size; ++xx) {
@@ -223,15 +233,18 @@ void ResizeFlipNormalizeWindow(const DecodedImage& img, const DecodedRect& box,
   int wy1 = std::clamp(window_in.y + window_in.h, wy0 + 1, img.height);
   const double bw = box.w > 0 ? box.w : 1e-6, bh = box.h > 0 ? box.h : 1e-6;
 
-  const int kh = KernelSize(bw, ow), kv = KernelSize(bh, oh);
+  // A DCT-scaled decode (scale_num < 8) keeps the filter at least kDctMinSupport decoded
+  // pixels wide: see kDctMinSupport.
+  const double min_support = img.scale_num < 8 ? kDctMinSupport : 1.0;
+  const int kh = KernelSize(bw, ow, min_support), kv = KernelSize(bh, oh, min_support);
   scratch->idx.resize(2 * static_cast<size_t>(ow) + 2 * static_cast<size_t>(oh));
   scratch->weights.resize(static_cast<size_t>(ow) * kh + static_cast<size_t>(oh) * kv);
   int32_t* hb = scratch->idx.data();
   int32_t* vb = hb + 2 * ow;
   float* hw = scratch->weights.data();
   float* vw = hw + static_cast<size_t>(ow) * kh;
-  PrecomputeCoeffs(box.x, bw, wx0, wx1, ow, kh, hb, hw);
-  PrecomputeCoeffs(box.y, bh, wy0, wy1, oh, kv, vb, vw);
+  PrecomputeCoeffs(box.x, bw, wx0, wx1, ow, kh, min_support, hb, hw);
+  PrecomputeCoeffs(box.y, bh, wy0, wy1, oh, kv, min_support, vb, vw);
 
   int hx0 = hb[0], hx1 = hb[0] + hb[1];
   for (int ox = 1; ox < ow; ++ox) {
@@ -330,22 +343,12 @@ void ResizeFlipNormalize(const DecodedImage& img, double src_x, double src_y, do
   ResizeFlipNormalizeWindow(img, box, TouchedPixels(box), flip, spec, dst, scratch);
 }
 
-// DCT scaling leaves at least this much of the downscale to the antialiasing filter: the
-// decode target is the output size times kDctMargin. At a DCT-scaled crop exactly the
-// output's size the filter has nothing left to do and the result is libjpeg's reduced
-// IDCT alone, sharper than PIL's triangle filter: measured on scikit-image's photographs
-// (re-encoded at quality 90, 1/2 scale), mean difference to torchvision 1.2-2.0 levels
-// at a ratio of 1.0, 1.0-1.3 at 1.1, 0.8-1.1 at 1.2, 0.6-0.8 at 1.5 (docs/ops.md).
-constexpr double kDctMargin = 1.25;
-
-inline int DctTarget(double out_size) { return static_cast<int>(std::ceil(out_size * kDctMargin)); }
-
 DecodeRequest CropDecodeRequest(const CropRect& source_crop, const OutputSpec& spec,
                                 bool allow_dct_scale) {
   DecodeRequest req;
   req.crop = source_crop;
-  req.target_w = DctTarget(spec.width);
-  req.target_h = DctTarget(spec.height);
+  req.target_w = spec.width;
+  req.target_h = spec.height;
   req.allow_dct_scale = allow_dct_scale;
   return req;
 }
@@ -380,8 +383,8 @@ DecodeRequest CenterCropDecodeRequest(const CenterCropPlan& plan, const OutputSp
   // DecodeImage picks the scale from req.crop (the grown rect) and the target; scale the
   // target so that the box itself, not the grown rect, still covers the output.
   if (plan.src_w > 0 && plan.src_h > 0) {
-    req.target_w = DctTarget(spec.width * plan.source_rect.w / plan.src_w);
-    req.target_h = DctTarget(spec.height * plan.source_rect.h / plan.src_h);
+    req.target_w = static_cast<int>(std::ceil(spec.width * plan.source_rect.w / plan.src_w));
+    req.target_h = static_cast<int>(std::ceil(spec.height * plan.source_rect.h / plan.src_h));
   }
   return req;
 }
