@@ -75,6 +75,7 @@ PyPipelineOptions OptionsFromDict(const pyb::dict& d) {
     else if (k == "flip_prob") o.flip_prob = Get<double>(v, k, "a number");
     else if (k == "dct_scale") o.dct_scale = Get<bool>(v, k, "a bool");
     else if (k == "region_decode") o.region_decode = Get<bool>(v, k, "a bool");
+    else if (k == "exif_orientation") o.exif_orientation = Get<bool>(v, k, "a bool");
     else if (k == "raw_field") o.raw_field = Get<std::string>(v, k, "a string");
     else if (k == "batch_size") o.batch_size = Get<int>(v, k, "an int");
     else if (k == "drop_last") o.drop_last = Get<bool>(v, k, "a bool");

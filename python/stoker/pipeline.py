@@ -178,7 +178,9 @@ class Pipeline:
                       CenterCrop + normalize) or "raw" (the bytes of one field, no decode).
     image_size, val_resize, layout ("float": normalized float32 [N,3,H,W]; "uint8":
                       [N,H,W,3]), mean/std (0..1 units, as torchvision), scale/ratio
-                      (RandomResizedCrop), flip_prob, dct_scale, region_decode, raw_field.
+                      (RandomResizedCrop), flip_prob, dct_scale, region_decode, raw_field,
+                      exif_orientation (JPEGs in their EXIF orientation; False, as
+                      torchvision's PIL loader).
     batch_size, drop_last, shuffle, seed, shuffle_buffer.
     threads, prefetch "auto" (the autotuner) or a number; fused, memory_budget (bytes),
                       cpu_budget (cores).
@@ -200,7 +202,7 @@ class Pipeline:
     def __init__(self, source, *, format=None, decode="train", image_size=224, val_resize=256,
                  layout="float", mean=IMAGENET_MEAN, std=IMAGENET_STD, scale=(0.08, 1.0),
                  ratio=(3.0 / 4.0, 4.0 / 3.0), flip_prob=0.5, dct_scale=True,
-                 region_decode=True, raw_field="", batch_size=256, drop_last=False,
+                 region_decode=True, exif_orientation=False, raw_field="", batch_size=256, drop_last=False,
                  shuffle=True, seed=0, shuffle_buffer=8192, threads="auto", prefetch="auto",
                  fused=False, memory_budget="auto", cpu_budget="auto", rank=None,
                  world_size=None, balance="pad", on_error="fail", skip_bad_shards=None,
@@ -283,7 +285,9 @@ class Pipeline:
             "mean": [m * 255.0 for m in mean], "std": [s * 255.0 for s in std],
             "scale": scale, "ratio": ratio, "flip_prob": flip_prob,
             "dct_scale": _bool("dct_scale", dct_scale),
-            "region_decode": _bool("region_decode", region_decode), "raw_field": raw_field,
+            "region_decode": _bool("region_decode", region_decode),
+            "exif_orientation": _bool("exif_orientation", exif_orientation),
+            "raw_field": raw_field,
             "batch_size": _int("batch_size", batch_size, 1),
             "drop_last": _bool("drop_last", drop_last), "shuffle": _bool("shuffle", shuffle),
             "seed": seed, "shuffle_buffer": _int("shuffle_buffer", shuffle_buffer, 1),

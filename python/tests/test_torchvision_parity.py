@@ -257,3 +257,57 @@ def test_no_scaling_is_an_exact_copy(photos):
     for n in ("cam480x360_png.png", "cam480x360_jpg.jpg"):
         want = _reference_val(os.path.join(d, n), 360, 360)
         assert np.array_equal(got[n], want), (n, _diffs(got[n], want))
+
+
+# ---- EXIF orientation (off by default, as torchvision's PIL loader; exif_orientation=True
+# gives what PIL's ImageOps.exif_transpose shows) ----
+
+def _exif_folder(root):
+    """The same non-square photograph as JPEGs tagged with EXIF orientations 1..8."""
+    from PIL import ImageOps  # noqa: F401 (the reference below)
+    d = os.path.join(root, "exif", "c")
+    os.makedirs(d)
+    photo = _photo("chelsea.png").convert("RGB").crop((0, 0, 448, 296))
+    for o in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = o
+        photo.save(os.path.join(d, f"orient{o}.jpg"), quality=90, exif=exif.tobytes())
+    return os.path.join(root, "exif"), d
+
+
+@pytest.fixture(scope="module")
+def exif_photos(tmp_path_factory):
+    return _exif_folder(str(tmp_path_factory.mktemp("exif")))
+
+
+def _shown(path, transpose):
+    from PIL import ImageOps
+    img = Image.open(path)
+    return (ImageOps.exif_transpose(img) if transpose else img).convert("RGB")
+
+
+@pytest.mark.parametrize("exif_orientation", [False, True])
+@pytest.mark.parametrize("dct_scale", [False, True])
+def test_exif_orientation(exif_photos, exif_orientation, dct_scale):
+    root, d = exif_photos
+    names = sorted(os.listdir(d))
+    kw = dict(exif_orientation=exif_orientation, dct_scale=dct_scale)
+    val = _stoker_by_file(root, names, decode="val", val_resize=128, image_size=112, **kw)
+    # train: RandomResizedCrop's fallback, a centred crop of ratio 2 (wide) -> 96x96.
+    train = _stoker_by_file(root, names, decode="train", image_size=96, scale=(1.0, 1.0),
+                            ratio=(2.0, 2.0), flip_prob=0.0, **kw)
+    bad = []
+    for n in names:
+        img = _shown(os.path.join(d, n), exif_orientation)
+        want_val = np.asarray(T.CenterCrop(112)(T.Resize(128)(img)))
+        i, j, h, w = _fallback_crop(img.width, img.height, (2.0, 2.0))
+        want_train = np.asarray(F.resized_crop(img, i, j, h, w, [96, 96],
+                                               T.InterpolationMode.BILINEAR))
+        for what, got, want in (("val", val[n], want_val), ("train", train[n], want_train)):
+            m, mx = _diffs(got, want)
+            if m > (1.5 if dct_scale else 0.5) or (not dct_scale and mx > 2):
+                bad.append(f"{n} {what}: mean {m:.3f} max {mx}")
+    assert not bad, bad
+    if exif_orientation:
+        # Rotated by 90 degrees is not the same picture: the option does something.
+        assert _diffs(val["orient6.jpg"], val["orient1.jpg"])[0] > 10

@@ -36,6 +36,8 @@ void AddPipelineFlags(CLI::App* cmd, PipelineFlags* f, bool with_data) {
   cmd->add_flag("--drop-last", f->drop_last, "drop the final partial batch");
   cmd->add_flag("--fused", f->fused, "each thread runs all stages for its sample");
   cmd->add_flag("--no-dct-scale", f->no_dct, "always decode JPEGs at full size");
+  cmd->add_flag("--exif-orientation", f->exif_orientation,
+                "decode JPEGs in their EXIF orientation (off: as torchvision's PIL loader)");
   cmd->add_flag("--no-region-decode", f->no_region, "decode whole JPEGs, not just the crop");
   cmd->add_option("--memory-budget-mb", f->memory_mb, "batch + sample buffer budget (0 = auto)");
   cmd->add_option("--cpu-budget", f->cpu_budget, "cores the pipeline may use (0 = all)");
@@ -73,6 +75,7 @@ Result<PipelineOptions> ToOptions(const PipelineFlags& f) {
   o.fused = f.fused;
   o.dct_scale = !f.no_dct;
   o.region_decode = !f.no_region;
+  o.exif_orientation = f.exif_orientation;
   o.memory_budget = static_cast<int64_t>(f.memory_mb * 1e6);
   o.cpu_budget = f.cpu_budget;
   if (o.on_error == ErrorPolicy::kSkip) o.dataset.skip_bad_shards = true;

@@ -24,6 +24,7 @@ struct PipelineFlags {
   bool drop_last = false;
   bool fused = false;
   bool no_dct = false, no_region = false;
+  bool exif_orientation = false;
   double memory_mb = 0;
   int cpu_budget = 0;
   size_t shuffle_buffer = 8192;

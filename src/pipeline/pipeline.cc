@@ -575,18 +575,22 @@ Status PipelineImpl::DecodeItem(Item* it) {
   DecodeRequest req;
   CropRect crop;
   CenterCropPlan center;
+  // The crop is drawn on the image as shown: EXIF-rotated when asked.
+  int width = info.width, height = info.height;
+  if (opts_.exif_orientation) DisplayedSize(info, &width, &height);
   if (opts_.mode == DecodeMode::kTrain) {
     Rng crop_rng(opts_.seed, static_cast<uint64_t>(epoch_), it->index, kStreamCrop);
-    crop = RandomResizedCropRect(info.width, info.height, opts_.rrc, crop_rng);
+    crop = RandomResizedCropRect(width, height, opts_.rrc, crop_rng);
     req = CropDecodeRequest(crop, opts_.output, opts_.dct_scale);
     Rng flip_rng(opts_.seed, static_cast<uint64_t>(epoch_), it->index, kStreamFlip);
     it->flip = flip_rng.Uniform() < opts_.flip_prob;
   } else {
-    center = CenterCropRectFor(info.width, info.height, opts_.val_resize, opts_.image_size);
+    center = CenterCropRectFor(width, height, opts_.val_resize, opts_.image_size);
     req = CenterCropDecodeRequest(center, opts_.output, opts_.dct_scale);
     it->flip = false;
   }
   req.allow_region_decode = opts_.region_decode;
+  req.exif_orientation = opts_.exif_orientation;
   STOKER_RETURN_IF_ERROR(DecodeImage(f->data.data(), f->data.size(), req, &it->image));
   it->resize = opts_.mode == DecodeMode::kTrain ? CropResizePlan(it->image, crop)
                                                 : CenterCropResizePlan(it->image, center);
