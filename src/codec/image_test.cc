@@ -725,7 +725,8 @@ TEST(ImageCodec, MalformedExifMeansNoOrientation) {
   // Orientation values outside 1..8, a cut segment, a bad byte-order mark: all 1.
   auto bad_value = WithExifOrientation(plain, 9, false);
   EXPECT_EQ(ReadJpegExifOrientation(bad_value.data(), bad_value.size()), 1);
-  for (size_t cut = 3; cut < 60; cut += 7) {
+  const size_t app1_end = 2 + 2 + ((size_t{jpg[4]} << 8) | jpg[5]);  // SOI, marker, length
+  for (size_t cut = 3; cut < app1_end; cut += 3) {
     EXPECT_EQ(ReadJpegExifOrientation(jpg.data(), cut), 1) << cut;
   }
   auto bom = jpg;
