@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "doctor/doctor.h"
@@ -186,6 +187,71 @@ TEST(DoctorGolden, RenderedReportsMatchTheTextGoldens) {
                       << "\n(if intended: STOKER_UPDATE_GOLDENS=1, then review git diff)";
       }
     }
+  }
+}
+
+// docs/doctor.md shows the rule table as the registry generates it (the blocks between
+// "<!-- causes: ..." / "<!-- rules: ..." and their end markers). STOKER_UPDATE_GOLDENS=1
+// rewrites them.
+TEST(DoctorGolden, DocsShowTheGeneratedRuleTable) {
+  const bool update = std::getenv("STOKER_UPDATE_GOLDENS") != nullptr &&
+                      std::string(std::getenv("STOKER_UPDATE_GOLDENS")) == "1";
+  fs::path doc = fs::path(STOKER_SOURCE_DIR) / "docs/doctor.md";
+  std::string text = ReadAll(doc);
+  const std::pair<std::string, std::string> blocks[] = {{"causes", RenderCausesMarkdown()},
+                                                        {"rules", RenderFindingRulesMarkdown()}};
+  for (const auto& [name, table] : blocks) {
+    size_t open = text.find("<!-- " + name + ": generated");
+    ASSERT_NE(open, std::string::npos) << "docs/doctor.md lacks the " << name << " block";
+    size_t body = text.find("-->\n", open) + 4;
+    std::string end_marker = "<!-- end " + name + " -->";
+    size_t end = text.find(end_marker, body);
+    ASSERT_NE(end, std::string::npos) << end_marker;
+    if (update) {
+      text.replace(body, end - body, table);
+    } else {
+      EXPECT_EQ(text.substr(body, end - body), table)
+          << "docs/doctor.md's " << name << " table is not the registry's: regenerate with "
+          << "STOKER_UPDATE_GOLDENS=1 (or paste `stoker doctor --list-rules`)";
+    }
+  }
+  if (update) std::ofstream(doc, std::ios::binary) << text;
+}
+
+TEST(DoctorRules, IdsAreUniqueAndEveryRowIsComplete) {
+  std::set<std::string> ids;
+  for (const auto& r : ListRules()) {
+    EXPECT_TRUE(ids.insert(r.id).second) << "duplicate rule id " << r.id;
+    EXPECT_FALSE(r.when.empty()) << r.id;
+    EXPECT_FALSE(r.source.empty()) << r.id;
+    EXPECT_EQ(r.when.find('{'), std::string::npos) << r.id << ": unknown threshold in " << r.when;
+  }
+  EXPECT_GE(ids.size(), 21u);
+  for (const auto& c : ListCauses()) {
+    EXPECT_EQ(c.threshold.find('{'), std::string::npos) << c.verdict << ": " << c.threshold;
+  }
+  // A changed threshold shows in the listing.
+  Thresholds th;
+  th.input_warn = 0.07;
+  bool seen = false;
+  for (const auto& r : ListRules(th)) {
+    if (r.id == "input.dataloader") seen = r.when.find("7%") != std::string::npos;
+  }
+  EXPECT_TRUE(seen);
+}
+
+// Every finding the golden cases produce is a row of the registry.
+TEST(DoctorRules, EveryFindingOfTheGoldenCasesIsInTheTable) {
+  std::set<std::string> ids;
+  for (const auto& r : ListRules()) ids.insert(r.id);
+  for (const auto& c : Cases()) {
+    SCOPED_TRACE(c.filename().string());
+    nlohmann::json exp = nlohmann::json::parse(std::ifstream(c));
+    auto loaded = LoadInputs(Env::Default(), Inputs(exp));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    auto rep = Diagnose(*loaded);
+    ASSERT_TRUE(rep.ok());
+    for (const auto& f : rep->findings) EXPECT_TRUE(ids.count(f.id)) << f.id;
   }
 }
 
