@@ -1,5 +1,6 @@
-// libFuzzer target for the image codecs: header parse, then a few decode requests (full,
-// DCT-scaled, region decode with a crop derived from the input) on JPEG and PNG data.
+// libFuzzer target for the image codecs: header parse (with the EXIF orientation
+// parser), then a few decode requests (full, DCT-scaled, region decode with a crop
+// derived from the input, and the same in EXIF orientation) on JPEG and PNG data.
 #include <cstddef>
 #include <cstdint>
 
@@ -35,13 +36,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   region.crop.h = 1 + (k * 17) % (h > 0 ? h : 1);
   region.target_w = 1 + region.crop.w / 3;
   region.target_h = 1 + region.crop.h / 3;
-  if (DecodeImage(data, size, region, &img).ok()) {
+  auto check = [&](const DecodedImage& d) {
     // The documented geometry must hold for every successful decode.
-    if (img.width <= 0 || img.height <= 0 ||
-        img.pixels.size() != static_cast<size_t>(img.width) * img.height * 3 ||
-        img.scale_num < 1 || img.scale_num > 8) {
+    if (d.width <= 0 || d.height <= 0 ||
+        d.pixels.size() != static_cast<size_t>(d.width) * d.height * 3 ||
+        d.scale_num < 1 || d.scale_num > 8) {
       __builtin_trap();
     }
+  };
+  if (DecodeImage(data, size, region, &img).ok()) check(img);
+  if (info->orientation < 1 || info->orientation > 8 ||
+      ReadJpegExifOrientation(data, size) != info->orientation) {
+    __builtin_trap();
   }
+  // The same in displayed coordinates (the crop is clipped to the displayed size).
+  region.exif_orientation = true;
+  if (DecodeImage(data, size, region, &img).ok()) check(img);
   return 0;
 }

@@ -52,6 +52,13 @@ fi
   echo "[deps] installing PyPI package: holistictraceanalysis"
   "$VENV/bin/pip" install -q holistictraceanalysis "numpy<2" "pandas<3"
 }
+# Real photographs for the torchvision parity test (python/tests/test_torchvision_parity.py):
+# scikit-image ships them in skimage/data. 0.22 and SciPy < 1.14 are the last that take
+# NumPy 1.24 (Debian's) as it is, so pip leaves Debian's NumPy and Pillow alone.
+"$VENV/bin/python" -c "import skimage" 2>/dev/null || {
+  echo "[deps] installing PyPI package: scikit-image"
+  "$VENV/bin/pip" install -q "scikit-image<0.23" "scipy<1.14" "numpy<2"
+}
 # Token pipelines (docs/tokens.md): Hugging Face tokenizers and datasets for the interop
 # tests and the tokenizer (pyarrow pinned so datasets does not upgrade it past the C++
 # headers the Parquet format was built with); megatron-core WITHOUT its dependencies (they

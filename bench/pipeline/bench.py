@@ -7,9 +7,14 @@ a busy machine hurts them alike:
 
   stoker      `stoker bench pipeline --data DIR --batch 64 --threads auto --json F`
               under /usr/bin/time -v (peak RSS), plus the sweep --threads 1,2,3,4
+  stoker_base the same command with --stoker-baseline BINARY (e.g. built from main):
+              before/after of a change in the same run
   pytorch     torch_loader.py   (.venv: Debian torch + torchvision)
+  tv_tensor   tv_tensor_loader.py (.venv: torchvision.io.decode_jpeg + tensor transforms)
   dali        dali_pipeline.py  (.venv-peers)
   tfdata      tfdata_pipeline.py (.venv-peers)
+  spdl        spdl_pipeline.py  (.venv-peers: Meta's SPDL, thread-based)
+  ffcv        ffcv_loader.py    (.venv-ffcv: FFCV on Debian's torch)
   decode      `stoker bench decode --data DIR --threads N --json F` when the binary has it,
               else decode_limit (TurboJPEG full decode from memory); 1 thread and cores
 
@@ -313,6 +318,10 @@ def main() -> int:
     ap.add_argument("--decode-limit", default="", help="decode_limit binary (fallback)")
     ap.add_argument("--torch-python", default=os.path.join(ROOT, ".venv/bin/python"))
     ap.add_argument("--peers-python", default=os.path.join(ROOT, ".venv-peers/bin/python"))
+    ap.add_argument("--ffcv-python", default=os.path.join(ROOT, ".venv-ffcv/bin/python"))
+    ap.add_argument("--stoker-baseline", default="",
+                    help="a second stoker binary (e.g. built from main) run the same way")
+    ap.add_argument("--baseline-label", default="stoker baseline (--threads auto)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=cores, help="peers' workers/threads")
     ap.add_argument("--repeats", type=int, default=3)
@@ -355,6 +364,13 @@ def main() -> int:
     elif not has_pipeline:
         st.missing = f"`{args.stoker} bench pipeline` not available in this build"
     contenders.append(st)
+    if args.stoker_baseline:
+        base = Contender("stoker_base", args.baseline_label, "stoker",
+                         [args.stoker_baseline, *st.argv[1:]], rate_key="samples_per_s",
+                         timed_rss=True)
+        if not has_subcommand(args.stoker_baseline, "bench", "pipeline"):
+            base.missing = f"`{args.stoker_baseline} bench pipeline` not available"
+        contenders.append(base)
     for t in [int(x) for x in args.sweep.split(",") if x.strip()]:
         c = Contender(f"stoker_t{t}", f"stoker (--threads {t})", "sweep",
                       [args.stoker, "bench", "pipeline", "--data", args.data, "--batch",
@@ -366,8 +382,12 @@ def main() -> int:
     peer_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for name, label, py, mod, script in [
             ("pytorch", "PyTorch DataLoader", args.torch_python, "torchvision", "torch_loader.py"),
+            ("tv_tensor", "torchvision tensor path (decode_jpeg)", args.torch_python,
+             "torchvision", "tv_tensor_loader.py"),
             ("dali", "DALI (CPU)", args.peers_python, "nvidia.dali", "dali_pipeline.py"),
-            ("tfdata", "tf.data", args.peers_python, "tensorflow", "tfdata_pipeline.py")]:
+            ("tfdata", "tf.data", args.peers_python, "tensorflow", "tfdata_pipeline.py"),
+            ("spdl", "SPDL (threads)", args.peers_python, "spdl.io", "spdl_pipeline.py"),
+            ("ffcv", "FFCV", args.ffcv_python, "ffcv", "ffcv_loader.py")]:
         c = Contender(name, label, "peer", [py, os.path.join(HERE, script), *common],
                       env=peer_env)
         c.missing = python_has(py, mod) or None
@@ -431,6 +451,10 @@ def main() -> int:
         f"stoker / decode limit ({cores} threads)": ratio(rate("stoker"), rate(limit_name)),
         "stoker / DALI": ratio(rate("stoker"), rate("dali")),
         "stoker / tf.data": ratio(rate("stoker"), rate("tfdata")),
+        "stoker / SPDL": ratio(rate("stoker"), rate("spdl")),
+        "stoker / torchvision tensor path": ratio(rate("stoker"), rate("tv_tensor")),
+        "stoker / FFCV": ratio(rate("stoker"), rate("ffcv")),
+        "stoker / stoker baseline": ratio(rate("stoker"), rate("stoker_base")),
         "DALI / PyTorch": ratio(rate("dali"), rate("pytorch")),
         "tf.data / PyTorch": ratio(rate("tfdata"), rate("pytorch")),
         "PyTorch CPU-ms / stoker CPU-ms": ratio(cpu("pytorch"), cpu("stoker")),

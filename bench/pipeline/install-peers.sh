@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the benchmark peers (DALI CPU pipeline, tf.data) into a separate venv,
+# Installs the benchmark peers (DALI CPU pipeline, tf.data, SPDL; FFCV in .venv-ffcv) into a separate venv,
 # /work/main/.venv-peers, built on Debian's /usr/bin/python3 WITHOUT system site packages:
 # tensorflow-cpu and DALI want a numpy of their own, which must not shadow the Debian
 # torch/numpy that the main venv (.venv) and the tests rely on. CI does not need this;
@@ -34,9 +34,44 @@ install_one tensorflow tensorflow-cpu
 # DALI: CUDA 12 build first, CUDA 13 build as fallback; both run CPU-only pipelines
 # (device_id=None) without a GPU or driver.
 install_one nvidia.dali nvidia-dali-cuda120 || install_one nvidia.dali nvidia-dali-cuda130
+# Meta's SPDL (thread-based loading). Its CPU decode, crop and resize go through FFmpeg
+# (libavcodec, libavfilter, libswscale), which spdl-io loads at run time and does not
+# ship: Debian 12's FFmpeg 5 runtime libraries (spdl's _spdl_ffmpeg5 build).
+SPDL_DEBS=(libavutil57 libavcodec59 libavformat59 libavfilter8 libavdevice59 libswscale6 libswresample4)
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+deb_missing=()
+for p in "${SPDL_DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || deb_missing+=("$p")
+done
+if [ ${#deb_missing[@]} -gt 0 ]; then
+  echo "[peers] installing FFmpeg runtime libraries for SPDL: ${deb_missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${deb_missing[@]}" \
+    || { echo "[peers] FFmpeg libraries not installable: SPDL will be reported missing"; status=1; }
+fi
+install_one spdl.io spdl
+
+# FFCV: its own venv, .venv-ffcv, on Debian's torch (FFCV's dependencies would otherwise
+# pull a second, CUDA-sized torch): --system-site-packages, NumPy < 2 (Debian's torch),
+# numba < 0.61 and OpenCV < 4.11 (the last with NumPy 1.x wheels); its C extension
+# builds against libturbojpeg and OpenCV found through pkg-config (libopencv-dev).
+FFCV_VENV="${STOKER_FFCV_VENV:-$ROOT/.venv-ffcv}"
+if ! "$FFCV_VENV/bin/python" -c "import ffcv" 2>/dev/null; then
+  dpkg-query -W -f='${Status}' libopencv-dev 2>/dev/null | grep -q "install ok installed" || \
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libopencv-dev libturbojpeg0-dev || true
+  [ -x "$FFCV_VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$FFCV_VENV"
+  echo "[peers] installing ffcv into $FFCV_VENV (log: $FFCV_VENV/ffcv-install.log)"
+  if "$FFCV_VENV/bin/pip" install "numpy<2" "numba<0.61" "opencv-python-headless<4.11" ffcv \
+       > "$FFCV_VENV/ffcv-install.log" 2>&1 && "$FFCV_VENV/bin/python" -c "import ffcv"; then
+    echo "[peers] ffcv: ok"
+  else
+    echo "[peers] ffcv: NOT installable (see $FFCV_VENV/ffcv-install.log)"; status=1
+  fi
+else
+  echo "[peers] ffcv: present ($FFCV_VENV)"
+fi
 "$VENV/bin/python" - <<'PY' || true
 import importlib
-for m in ("numpy", "PIL", "tensorflow", "nvidia.dali"):
+for m in ("numpy", "PIL", "tensorflow", "nvidia.dali", "spdl.io"):
     try:
         mod = importlib.import_module(m)
         print(f"[peers] {m} {getattr(mod, '__version__', '?')}")

@@ -4,12 +4,15 @@
 #   bench/pipeline/run.sh [bench.py options, e.g. --repeats 5 | --only stoker,pytorch]
 #
 # 1. builds stoker (Release) in build-bench/ if needed, and decode_limit.c;
-# 2. makes the peers' venv (.venv-peers: DALI, tensorflow-cpu) if it is not there;
+# 2. makes the peers' venvs (.venv-peers: DALI, tensorflow-cpu, SPDL; .venv-ffcv: FFCV)
+#    if they are not there;
 # 3. generates the dataset once: `stoker gen images --out DIR --count 2000 --seed 1`, or
 #    bench/pipeline/gen_images.py with the same flags when the binary lacks `gen images`;
 # 4. warms the page cache and runs bench.py: stoker (--threads auto, and the sweep
-#    1,2,3,4 under /usr/bin/time -v), PyTorch DataLoader, DALI CPU, tf.data and the
-#    TurboJPEG decode limit, interleaved, median of 3 repeats; prints the table and the
+#    1,2,3,4 under /usr/bin/time -v), PyTorch DataLoader, torchvision's tensor path,
+#    DALI CPU, tf.data, SPDL, FFCV and the TurboJPEG decode limit, interleaved (rotated
+#    each repeat), median of 3 repeats (--stoker-baseline BIN adds a second stoker
+#    binary, e.g. one built from main, for a before/after); prints the table and the
 #    ratios, writes bench/pipeline/results.json and results.html.
 # Environment: STOKER_BENCH_BIN (prebuilt stoker: skip the build), STOKER_BENCH_BUILD (build dir), STOKER_BENCH_DATA (dataset dir),
 # STOKER_BENCH_COUNT (images, default 2000), STOKER_BENCH_NO_INSTALL=1 (never pip install).
@@ -45,7 +48,8 @@ if [ ! -x "$DECODE_LIMIT" ] || [ "$HERE/decode_limit.c" -nt "$DECODE_LIMIT" ]; t
 fi
 
 # 2. Peers.
-if [ ! -x "$ROOT/.venv-peers/bin/python" ] && [ "${STOKER_BENCH_NO_INSTALL:-0}" != 1 ]; then
+if { [ ! -x "$ROOT/.venv-peers/bin/python" ] || [ ! -x "$ROOT/.venv-ffcv/bin/python" ]; } \
+   && [ "${STOKER_BENCH_NO_INSTALL:-0}" != 1 ]; then
   bash "$HERE/install-peers.sh" || say "WARNING: some peers did not install (reported as missing)"
 fi
 TORCH_PY="$ROOT/.venv/bin/python"
@@ -75,6 +79,7 @@ fi
 find "$DATA" -type f -print0 | xargs -0 cat > /dev/null
 exec /usr/bin/python3 "$HERE/bench.py" --data "$DATA" --stoker "$STOKER" \
   --decode-limit "$DECODE_LIMIT" --torch-python "$TORCH_PY" \
-  --peers-python "$ROOT/.venv-peers/bin/python" --threads "$NPROC" \
+  --peers-python "$ROOT/.venv-peers/bin/python" --ffcv-python "$ROOT/.venv-ffcv/bin/python" \
+  --threads "$NPROC" \
   --dataset-note "made by $GEN --count $COUNT --seed 1" \
   --command "bench/pipeline/run.sh${*:+ $*}" "$@"

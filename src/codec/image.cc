@@ -46,8 +46,11 @@ ImageFormat DetectImageFormat(const uint8_t* data, size_t n) {
 
 Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t n) {
   switch (DetectImageFormat(data, n)) {
-    case ImageFormat::kJpeg:
-      return codec_internal::ReadJpegInfo(data, n);
+    case ImageFormat::kJpeg: {
+      auto info = codec_internal::ReadJpegInfo(data, n);
+      if (info.ok()) info->orientation = ReadJpegExifOrientation(data, n);
+      return info;
+    }
     case ImageFormat::kPng:
       return codec_internal::ReadPngInfo(data, n);
     default:
@@ -77,6 +80,10 @@ DecodedRect SourceToDecoded(const DecodedImage& img, double x, double y, double 
 Status DecodeImage(const uint8_t* data, size_t n, const DecodeRequest& req, DecodedImage* out) {
   switch (DetectImageFormat(data, n)) {
     case ImageFormat::kJpeg:
+      if (req.exif_orientation) {
+        const int o = ReadJpegExifOrientation(data, n);
+        if (o != 1) return codec_internal::DecodeOriented(data, n, req, o, out);
+      }
       return codec_internal::DecodeJpeg(data, n, req, out);
     case ImageFormat::kPng:
       return codec_internal::DecodePng(data, n, req, out);

@@ -19,7 +19,23 @@ struct ImageInfo {
   int height = 0;
   int channels = 0;  // in the file
   ImageFormat format = ImageFormat::kUnknown;
+  // EXIF orientation of a JPEG (1..8; 1 = as stored, also for PNG and when absent).
+  // width/height are the stored size; with orientation 5..8 the displayed image is
+  // height x width (DisplayedSize).
+  int orientation = 1;
 };
+
+// The size an image is shown at after its EXIF orientation: width and height swapped
+// for orientations 5..8 (transposed, rotated by 90 degrees).
+inline void DisplayedSize(const ImageInfo& info, int* w, int* h) {
+  const bool swap = info.orientation >= 5 && info.orientation <= 8;
+  *w = swap ? info.height : info.width;
+  *h = swap ? info.width : info.height;
+}
+
+// The EXIF orientation tag (0x0112) of a JPEG's APP1 "Exif" segment; 1 when the file has
+// none or it is malformed (never an error: such files decode as stored).
+int ReadJpegExifOrientation(const uint8_t* data, size_t n);
 
 // Reads only the header. kCorrupt if it is not a JPEG or PNG we can parse.
 Result<ImageInfo> ReadImageInfo(const uint8_t* data, size_t n);
@@ -46,6 +62,12 @@ struct DecodeRequest {
   // on libjpeg-turbo 2.1.5, 5/8..7/8 decode slower than 8/8 and 3/8 slower than 4/8
   // (bench/RESULTS.md). true allows every M in 1..8.
   bool any_dct_scale = false;
+  // Decode JPEGs in their EXIF orientation (what PIL's ImageOps.exif_transpose shows,
+  // DALI's default, torchvision.io.decode_jpeg(apply_exif_orientation=True)). `crop` and
+  // the target are then in displayed coordinates, and the DecodedImage describes the
+  // displayed image (source_width/height displayed). Off by default: torchvision's PIL
+  // loader (ImageFolder) ignores EXIF orientation. PNGs are decoded as stored.
+  bool exif_orientation = false;
 };
 
 struct DecodedImage {

@@ -20,6 +20,10 @@ Status DecodeJpeg(const uint8_t* data, size_t n, const DecodeRequest& req,
                   DecodedImage* out);
 Result<ImageInfo> ReadJpegInfo(const uint8_t* data, size_t n);
 
+// A JPEG with EXIF orientation `orientation` (2..8) decoded in displayed coordinates.
+Status DecodeOriented(const uint8_t* data, size_t n, const DecodeRequest& req, int orientation,
+                      DecodedImage* out);
+
 Status DecodePng(const uint8_t* data, size_t n, const DecodeRequest& req, DecodedImage* out);
 Result<ImageInfo> ReadPngInfo(const uint8_t* data, size_t n);
 

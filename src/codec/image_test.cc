@@ -203,6 +203,39 @@ TEST(ImageCodec, CmykJpegConvertsLikePil) {
   }
 }
 
+// The same bytes without the APP14 "Adobe" segment.
+std::vector<uint8_t> WithoutAdobeMarker(const std::vector<uint8_t>& jpg) {
+  std::vector<uint8_t> out(jpg.begin(), jpg.begin() + 2);
+  size_t i = 2;
+  while (i + 4 <= jpg.size() && jpg[i] == 0xff && jpg[i + 1] != 0xda) {
+    const size_t len = (size_t{jpg[i + 2]} << 8) | jpg[i + 3];
+    const bool adobe = jpg[i + 1] == 0xee && i + 9 <= jpg.size() &&
+                       std::memcmp(&jpg[i + 4], "Adobe", 5) == 0;
+    if (!adobe) out.insert(out.end(), jpg.begin() + i, jpg.begin() + i + 2 + len);
+    i += 2 + len;
+  }
+  out.insert(out.end(), jpg.begin() + i, jpg.end());
+  return out;
+}
+
+TEST(ImageCodec, CmykJpegWithoutAdobeMarkerIsStillInvertedLikePil) {
+  // PIL reads every CMYK JPEG as Adobe's inverted CMYK ("CMYK;I"), marker or not.
+  const int w = 16, h = 16;
+  auto rgb = SyntheticRgb(w, h, 4, 0);
+  std::vector<uint8_t> cmyk(static_cast<size_t>(w) * h * 4);
+  for (int i = 0; i < w * h; ++i) {
+    for (int c = 0; c < 3; ++c) cmyk[i * 4 + c] = rgb[i * 3 + c];
+    cmyk[i * 4 + 3] = 200;
+  }
+  JpegEncodeOptions o;
+  o.components = 4;
+  o.quality = 100;
+  auto jpg = Jpeg(cmyk, w, h, o);
+  auto plain = WithoutAdobeMarker(jpg);
+  ASSERT_LT(plain.size(), jpg.size());  // the marker was there and is gone
+  EXPECT_EQ(MustDecode(plain).pixels, MustDecode(jpg).pixels);
+}
+
 TEST(ImageCodec, ProgressiveDecodesLikeBaseline) {
   // Same quantisation, so the coefficients and the decoded pixels are identical.
   const int w = 75, h = 51;
@@ -382,6 +415,27 @@ TEST(ImageCodec, PngLayoutsDecodeToRgb) {
   ASSERT_TRUE(EncodePngEx(rgb16.data(), w, h, 3, 16, &png).ok());
   EXPECT_EQ(MustDecode(png).pixels, rgb);
 
+  // 16-bit gray: clipped to 0..255 like PIL's mode "I" -> RGB (not the high byte), for
+  // the whole image and a region.
+  std::vector<uint8_t> g16(static_cast<size_t>(w) * h * 2), clipped(static_cast<size_t>(w) * h * 3);
+  for (int i = 0; i < w * h; ++i) {
+    const int v = (i * 37) % 700;  // below and above 255
+    g16[2 * i] = static_cast<uint8_t>(v >> 8);
+    g16[2 * i + 1] = static_cast<uint8_t>(v & 0xff);
+    clipped[3 * i] = clipped[3 * i + 1] = clipped[3 * i + 2] = static_cast<uint8_t>(std::min(v, 255));
+  }
+  ASSERT_TRUE(EncodePngEx(g16.data(), w, h, 1, 16, &png).ok());
+  EXPECT_EQ(MustDecode(png).pixels, clipped);
+  {
+    DecodeRequest r16;
+    r16.crop = CropRect{2, 1, 4, 3};
+    DecodedImage part16 = MustDecode(png, r16);
+    ASSERT_EQ(part16.width, 4);
+    for (int y = 0; y < 3; ++y) {
+      EXPECT_EQ(0, std::memcmp(&part16.pixels[y * 12], &clipped[((y + 1) * w + 2) * 3], 12));
+    }
+  }
+
   // Palette (with tRNS, ignored) and Adam7 interlace.
   std::vector<uint8_t> want;
   png = PaletteOrInterlacedPng(w, h, /*palette=*/true, /*interlace=*/false, &want);
@@ -541,6 +595,148 @@ TEST(ImageCodec, EncoderRejectsBadArguments) {
   o.components = 2;
   EXPECT_EQ(EncodeJpegEx(px.data(), 2, 2, o, &out).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(EncodePngEx(px.data(), 2, 2, 3, 12, &out).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// `jpg` with an APP1 Exif segment (big- or little-endian TIFF) carrying `orientation`.
+std::vector<uint8_t> WithExifOrientation(const std::vector<uint8_t>& jpg, int orientation,
+                                         bool little_endian) {
+  auto be16 = [&](std::vector<uint8_t>& v, int x) {
+    if (little_endian) {
+      v.push_back(x & 0xff);
+      v.push_back((x >> 8) & 0xff);
+    } else {
+      v.push_back((x >> 8) & 0xff);
+      v.push_back(x & 0xff);
+    }
+  };
+  auto be32 = [&](std::vector<uint8_t>& v, uint32_t x) {
+    if (little_endian) {
+      be16(v, x & 0xffff);
+      be16(v, x >> 16);
+    } else {
+      be16(v, x >> 16);
+      be16(v, x & 0xffff);
+    }
+  };
+  std::vector<uint8_t> tiff = {static_cast<uint8_t>(little_endian ? 'I' : 'M'),
+                               static_cast<uint8_t>(little_endian ? 'I' : 'M')};
+  be16(tiff, 42);
+  be32(tiff, 8);
+  be16(tiff, 2);  // two entries: an unrelated tag first
+  be16(tiff, 0x010f); be16(tiff, 2); be32(tiff, 4); tiff.insert(tiff.end(), {'a', 'b', 'c', 0});
+  be16(tiff, 0x0112); be16(tiff, 3); be32(tiff, 1); be16(tiff, orientation); be16(tiff, 0);
+  be32(tiff, 0);
+  std::vector<uint8_t> out(jpg.begin(), jpg.begin() + 2);
+  const size_t len = 2 + 6 + tiff.size();
+  out.insert(out.end(), {0xff, 0xe1, static_cast<uint8_t>(len >> 8), static_cast<uint8_t>(len)});
+  out.insert(out.end(), {'E', 'x', 'i', 'f', 0, 0});
+  out.insert(out.end(), tiff.begin(), tiff.end());
+  out.insert(out.end(), jpg.begin() + 2, jpg.end());
+  return out;
+}
+
+// Pixel (x, y) of the displayed image, from the stored one (w x h), per EXIF orientation.
+const uint8_t* StoredPixel(const DecodedImage& stored, int o, int x, int y) {
+  const int w = stored.width, h = stored.height;
+  int sx = x, sy = y;
+  switch (o) {
+    case 2: sx = w - 1 - x; break;
+    case 3: sx = w - 1 - x; sy = h - 1 - y; break;
+    case 4: sy = h - 1 - y; break;
+    case 5: sx = y; sy = x; break;
+    case 6: sx = y; sy = h - 1 - x; break;
+    case 7: sx = w - 1 - y; sy = h - 1 - x; break;
+    case 8: sx = w - 1 - y; sy = x; break;
+    default: break;
+  }
+  return &stored.pixels[(static_cast<size_t>(sy) * w + sx) * 3];
+}
+
+TEST(ImageCodec, ExifOrientationIsReadAndAppliedOnlyWhenAsked) {
+  const int w = 64, h = 48;
+  auto rgb = testing::SyntheticRgb(w, h, 3);
+  JpegEncodeOptions q;
+  q.quality = 95;
+  q.subsampling = ChromaSubsampling::k444;
+  auto plain = Jpeg(rgb, w, h, q);
+  const DecodedImage stored = MustDecode(plain);
+  for (int o = 1; o <= 8; ++o) {
+    auto jpg = WithExifOrientation(plain, o, /*little_endian=*/o % 2 == 0);
+    EXPECT_EQ(ReadJpegExifOrientation(jpg.data(), jpg.size()), o);
+    auto info = ReadImageInfo(jpg.data(), jpg.size());
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->orientation, o);
+    EXPECT_EQ(info->width, w);  // the stored size
+    int dw = 0, dh = 0;
+    DisplayedSize(*info, &dw, &dh);
+    EXPECT_EQ(dw, o >= 5 ? h : w);
+    // Off (the default): decoded as stored.
+    EXPECT_EQ(MustDecode(jpg).pixels, stored.pixels) << o;
+    // On: the displayed image, exactly the stored pixels moved.
+    DecodeRequest on;
+    on.exif_orientation = true;
+    DecodedImage shown = MustDecode(jpg, on);
+    ASSERT_EQ(shown.width, dw);
+    ASSERT_EQ(shown.height, dh);
+    EXPECT_EQ(shown.source_width, dw);
+    bool same = true;
+    for (int y = 0; y < dh && same; ++y) {
+      for (int x = 0; x < dw && same; ++x) {
+        same = std::memcmp(&shown.pixels[(static_cast<size_t>(y) * dw + x) * 3],
+                           StoredPixel(stored, o, x, y), 3) == 0;
+      }
+    }
+    EXPECT_TRUE(same) << "orientation " << o;
+    // A region of the displayed image (region decode of the stored one) is that region.
+    DecodeRequest region = on;
+    region.crop = CropRect{5, 7, 20, 17};
+    DecodedImage part = MustDecode(jpg, region);
+    DecodedRect r = SourceToDecoded(part, 5, 7, 20, 17);
+    ASSERT_GE(r.x, 0);
+    ASSERT_LE(r.x + r.w, part.width + 1e-9);
+    const int px = static_cast<int>(r.x), py = static_cast<int>(r.y);
+    for (int y = 0; y < 17; ++y) {
+      EXPECT_EQ(0, std::memcmp(&part.pixels[(static_cast<size_t>(py + y) * part.width + px) * 3],
+                               &shown.pixels[(static_cast<size_t>(7 + y) * dw + 5) * 3], 20 * 3))
+          << "orientation " << o << " row " << y;
+    }
+    // DCT-scaled (64 and 48 are multiples of 8/M): the same geometry, at half size.
+    DecodeRequest half = on;
+    half.target_w = dw / 2;
+    half.target_h = dh / 2;
+    DecodedImage small = MustDecode(jpg, half);
+    EXPECT_EQ(small.scale_num, 4);
+    EXPECT_EQ(small.width, dw / 2);
+    EXPECT_EQ(small.height, dh / 2);
+  }
+}
+
+TEST(ImageCodec, MalformedExifMeansNoOrientation) {
+  const int w = 16, h = 8;
+  auto plain = Jpeg(testing::SyntheticRgb(w, h, 1), w, h);
+  auto jpg = WithExifOrientation(plain, 6, false);
+  EXPECT_EQ(ReadJpegExifOrientation(jpg.data(), jpg.size()), 6);
+  // Orientation values outside 1..8, a cut segment, a bad byte-order mark: all 1.
+  auto bad_value = WithExifOrientation(plain, 9, false);
+  EXPECT_EQ(ReadJpegExifOrientation(bad_value.data(), bad_value.size()), 1);
+  const size_t app1_end = 2 + 2 + ((size_t{jpg[4]} << 8) | jpg[5]);  // SOI, marker, length
+  for (size_t cut = 3; cut < app1_end; cut += 3) {
+    EXPECT_EQ(ReadJpegExifOrientation(jpg.data(), cut), 1) << cut;
+  }
+  auto bom = jpg;
+  bom[12] = 'X';  // "MM" -> "XM"
+  EXPECT_EQ(ReadJpegExifOrientation(bom.data(), bom.size()), 1);
+  // The file still decodes, as stored.
+  DecodeRequest on;
+  on.exif_orientation = true;
+  EXPECT_EQ(MustDecode(bom, on).width, w);
+  EXPECT_EQ(ReadJpegExifOrientation(nullptr, 0), 1);
 }
 
 }  // namespace

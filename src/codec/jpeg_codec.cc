@@ -95,25 +95,20 @@ JpegDecoder* ThreadDecoder() {
 inline int FloorScale(int x, int num) { return static_cast<int>((int64_t{x} * num) / 8); }
 inline int CeilScale(int x, int num) { return static_cast<int>((int64_t{x} * num + 7) / 8); }
 
-// PIL's CMYK -> RGB for Adobe (inverted) CMYK: r = c * k / 255 with PIL's rounding.
+// PIL's CMYK -> RGB: PIL reads every 4-component JPEG as Adobe's inverted CMYK
+// (JpegImagePlugin's rawmode "CMYK;I", "assume adobe conventions", with or without an
+// APP14 Adobe marker) and converts with r = (255 - c) * (255 - k) / 255, which on the
+// stored, inverted samples c' = 255 - c is r = c' * k' / 255, with PIL's rounding.
 inline uint8_t MulDiv255(int a, int b) {
   int t = a * b + 128;
   return static_cast<uint8_t>(((t >> 8) + t) >> 8);
 }
 
-void CmykRowToRgb(const uint8_t* src, int n, bool inverted, uint8_t* dst) {
-  if (inverted) {
-    for (int i = 0; i < n; ++i, src += 4, dst += 3) {
-      dst[0] = MulDiv255(src[0], src[3]);
-      dst[1] = MulDiv255(src[1], src[3]);
-      dst[2] = MulDiv255(src[2], src[3]);
-    }
-  } else {
-    for (int i = 0; i < n; ++i, src += 4, dst += 3) {
-      dst[0] = MulDiv255(255 - src[0], 255 - src[3]);
-      dst[1] = MulDiv255(255 - src[1], 255 - src[3]);
-      dst[2] = MulDiv255(255 - src[2], 255 - src[3]);
-    }
+void CmykRowToRgb(const uint8_t* src, int n, uint8_t* dst) {
+  for (int i = 0; i < n; ++i, src += 4, dst += 3) {
+    dst[0] = MulDiv255(src[0], src[3]);
+    dst[1] = MulDiv255(src[1], src[3]);
+    dst[2] = MulDiv255(src[2], src[3]);
   }
 }
 
@@ -196,7 +191,6 @@ bool DecodeJpegInner(JpegDecoder* d, const uint8_t* data, size_t n, const Decode
   constexpr int kBatch = 8;
   JSAMPROW rowptr[kBatch];
   if (!direct) d->rows.resize(static_cast<size_t>(win_w) * comps * kBatch);
-  const bool inverted = cinfo->saw_Adobe_marker;
   int row = 0;
   while (row < h) {
     int want = h - row < kBatch ? h - row : kBatch;
@@ -214,7 +208,7 @@ bool DecodeJpegInner(JpegDecoder* d, const uint8_t* data, size_t n, const Decode
         const uint8_t* src = rowptr[k] + static_cast<size_t>(trim) * comps;
         uint8_t* dst = out->pixels.data() + (row + k) * stride;
         if (cmyk) {
-          CmykRowToRgb(src, w, inverted, dst);
+          CmykRowToRgb(src, w, dst);
         } else {
           std::memcpy(dst, src, stride);
         }

@@ -1,9 +1,11 @@
 // PNG decode and encode through libpng's classic API (setjmp error handling).
 //
-// Decode output is 8-bit RGB the way PIL's Image.convert("RGB") gives it for the common
-// cases: palette expanded (tRNS ignored), gray replicated, alpha dropped (not composited),
-// 16-bit samples reduced to their high byte (png_set_strip_16; PIL does the same for
-// 16-bit RGB; for 16-bit *gray* PIL clips the value instead, which we do not copy).
+// Decode output is 8-bit RGB the way PIL's Image.open(f).convert("RGB") gives it, for
+// every PNG colour type and depth: palette expanded (tRNS ignored), 1/2/4-bit gray scaled
+// to 0..255, gray replicated, alpha dropped (not composited), 16-bit RGB, RGBA and gray+
+// alpha reduced to their high byte (png_set_strip_16, PIL's "RGB;16B"/"RGBA;16B"/"LA;16B"
+// raw modes), and 16-bit gray *clipped* to 0..255 (PIL opens it as mode "I" and its
+// I -> RGB conversion clips: a sample of 256 or more is 255, not its high byte).
 // Non-interlaced images are read row by row and stop after the crop's last row;
 // interlaced ones are read whole into a per-thread scratch image.
 #include <png.h>
@@ -46,6 +48,14 @@ uint32_t ReadBE32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 
+// 16-bit big-endian gray samples -> RGB, clipped to 0..255 (PIL's I -> RGB).
+void ClipGray16Row(const uint8_t* src, int n, uint8_t* dst) {
+  for (int i = 0; i < n; ++i, src += 2, dst += 3) {
+    const uint8_t v = src[0] != 0 ? 255 : src[1];
+    dst[0] = dst[1] = dst[2] = v;
+  }
+}
+
 struct PngScratch {
   std::vector<uint8_t> image;  // whole image for interlaced files
   std::vector<uint8_t> row;
@@ -70,16 +80,19 @@ void DecodePngInner(png_structp png, png_infop info, const DecodeRequest& req,
   *st = ClipCrop(req.crop, w_img, h_img, &crop);
   if (!st->ok()) return;
 
+  // 16-bit gray is read as 16-bit gray and clipped here (ClipGray16Row); the rest is
+  // libpng's transforms to 8-bit RGB.
+  const bool gray16 = color == PNG_COLOR_TYPE_GRAY && depth == 16;
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if ((color & PNG_COLOR_MASK_COLOR) == 0 && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (depth == 16) png_set_strip_16(png);
+  if (depth == 16 && !gray16) png_set_strip_16(png);
   // Palette expansion turns tRNS into alpha; drop it like real alpha.
   if ((color & PNG_COLOR_MASK_ALPHA) || color == PNG_COLOR_TYPE_PALETTE) png_set_strip_alpha(png);
-  if ((color & PNG_COLOR_MASK_COLOR) == 0) png_set_gray_to_rgb(png);
+  if ((color & PNG_COLOR_MASK_COLOR) == 0 && !gray16) png_set_gray_to_rgb(png);
   const int passes = png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const size_t rowbytes = png_get_rowbytes(png, info);
-  if (rowbytes != static_cast<size_t>(w_img) * 3) {
+  if (rowbytes != static_cast<size_t>(w_img) * (gray16 ? 2 : 3)) {
     *st = Corrupt("PNG: unexpected row size {} for width {}", rowbytes, w_img);
     return;
   }
@@ -102,6 +115,14 @@ void DecodePngInner(png_structp png, png_infop info, const DecodeRequest& req,
   const size_t stride = static_cast<size_t>(w) * 3;
   out->pixels.resize(stride * h);
 
+  // One decoded row (rowbytes, from column 0) -> the output row (w RGB pixels from x0).
+  auto emit = [&](const uint8_t* row, uint8_t* dst) {
+    if (gray16) {
+      ClipGray16Row(row + static_cast<size_t>(x0) * 2, w, dst);
+    } else {
+      std::memcpy(dst, row + static_cast<size_t>(x0) * 3, stride);
+    }
+  };
   if (passes > 1) {
     scratch->image.resize(rowbytes * h_img);
     for (int p = 0; p < passes; ++p) {
@@ -110,13 +131,11 @@ void DecodePngInner(png_structp png, png_infop info, const DecodeRequest& req,
       }
     }
     for (int y = 0; y < h; ++y) {
-      std::memcpy(out->pixels.data() + stride * y,
-                  scratch->image.data() + rowbytes * (y0 + y) + static_cast<size_t>(x0) * 3,
-                  stride);
+      emit(scratch->image.data() + rowbytes * (y0 + y), out->pixels.data() + stride * y);
     }
     return;
   }
-  const bool whole_rows = x0 == 0 && w == w_img;
+  const bool whole_rows = x0 == 0 && w == w_img && !gray16;
   scratch->row.resize(rowbytes);
   for (int y = 0; y < y0 + h; ++y) {
     if (y >= y0 && whole_rows) {
@@ -124,10 +143,7 @@ void DecodePngInner(png_structp png, png_infop info, const DecodeRequest& req,
       continue;
     }
     png_read_row(png, scratch->row.data(), nullptr);
-    if (y >= y0) {
-      std::memcpy(out->pixels.data() + stride * (y - y0),
-                  scratch->row.data() + static_cast<size_t>(x0) * 3, stride);
-    }
+    if (y >= y0) emit(scratch->row.data(), out->pixels.data() + stride * (y - y0));
   }
 }
 

@@ -95,4 +95,23 @@ DecodeRequest CenterCropDecodeRequest(const CenterCropPlan& plan, const OutputSp
 void ResizeCenterCropToOutput(const DecodedImage& img, const CenterCropPlan& plan, bool flip,
                               const OutputSpec& spec, void* dst, ResizeScratch* scratch);
 
+// The resize of one decoded sample, worked out once after the decode and applied later
+// (the pipeline decodes and augments in separate steps): the box in the decoded image's
+// pixel coordinates and the window of decoded pixels the filter may read.
+//   CropResizePlan:       F.resized_crop(img, crop) -- the window is the pixels the crop
+//                         touches (torchvision crops first, then resizes the crop);
+//   CenterCropResizePlan: Resize + CenterCrop -- the window is all decoded pixels (the
+//                         plan's source_rect, the filter reads just outside the box as the
+//                         whole-image resize does, and clamps where the image ends).
+// ApplyResizePlan(img, CropResizePlan(img, c), ...) is ResizeCropToOutput(img, c, ...), and
+// likewise for the center crop.
+struct ResizePlan {
+  DecodedRect box;
+  CropRect window;
+};
+ResizePlan CropResizePlan(const DecodedImage& img, const CropRect& source_crop);
+ResizePlan CenterCropResizePlan(const DecodedImage& img, const CenterCropPlan& plan);
+void ApplyResizePlan(const DecodedImage& img, const ResizePlan& plan, bool flip,
+                     const OutputSpec& spec, void* dst, ResizeScratch* scratch);
+
 }  // namespace stoker

@@ -331,6 +331,9 @@ std::vector<OptionSpec> MakeRows() {
                       "decode JPEGs at a reduced DCT scale when it still covers the output"));
   r.push_back(BoolRow("region_decode", "decode", STOKER_FIELD(region_decode),
                       "decode only the crop's rows and columns of a JPEG"));
+  r.push_back(BoolRow("exif_orientation", "decode", STOKER_FIELD(exif_orientation),
+                      "decode JPEGs in their EXIF orientation (off: as torchvision's PIL "
+                      "loader, which ignores it)"));
   r.push_back(StrRow("raw_field", "decode", STOKER_FIELD(raw_field),
                      "decode=raw: the field to carry (empty: the first field)"));
 

@@ -50,6 +50,8 @@ struct PipelineOptions {
   double flip_prob = 0.5;
   bool dct_scale = true;            // JPEG decode at reduced DCT scale when it covers the crop
   bool region_decode = true;        // decode only the crop's rows/columns
+  bool exif_orientation = false;    // JPEGs in their EXIF orientation (torchvision's PIL
+                                    // loader ignores it: off, as there)
   std::string raw_field;            // kRaw: the field to carry ("" = first field)
 
   int batch_size = 256;

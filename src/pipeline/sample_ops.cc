@@ -37,28 +37,30 @@ Status DecodeSample(const PipelineOptions& o, int epoch, Item* it) {
   STOKER_ASSIGN_OR_RETURN(ImageInfo info, ReadImageInfo(f->data.data(), f->data.size()));
   if (info.width < 1 || info.height < 1) return Corrupt("image has no pixels");
   DecodeRequest req;
-  req.allow_dct_scale = o.dct_scale;
-  req.allow_region_decode = o.region_decode;
-  req.target_w = req.target_h = o.image_size;
+  CropRect crop;
+  CenterCropPlan center;
+  // The crop is drawn on the image as shown: EXIF-rotated when asked.
+  int width = info.width, height = info.height;
+  if (o.exif_orientation) DisplayedSize(info, &width, &height);
   if (o.mode == DecodeMode::kTrain) {
     Rng crop_rng(o.seed, static_cast<uint64_t>(epoch), it->index, kStreamCrop);
-    req.crop = RandomResizedCropRect(info.width, info.height, o.rrc, crop_rng);
+    crop = RandomResizedCropRect(width, height, o.rrc, crop_rng);
+    req = CropDecodeRequest(crop, o.output, o.dct_scale);
     Rng flip_rng(o.seed, static_cast<uint64_t>(epoch), it->index, kStreamFlip);
     it->flip = flip_rng.Uniform() < o.flip_prob;
   } else {
-    CenterCropPlan plan = CenterCropRectFor(info.width, info.height, o.val_resize, o.image_size);
-    req.crop = plan.source_rect;
+    center = CenterCropRectFor(width, height, o.val_resize, o.image_size);
+    req = CenterCropDecodeRequest(center, o.output, o.dct_scale);
     it->flip = false;
   }
+  req.allow_region_decode = o.region_decode;
+  req.exif_orientation = o.exif_orientation;
   STOKER_RETURN_IF_ERROR(DecodeImage(f->data.data(), f->data.size(), req, &it->image));
-  const DecodedImage& img = it->image;
-  DecodedRect r = SourceToDecoded(img, req.crop.x, req.crop.y, req.crop.w, req.crop.h);
-  it->src_x = std::max(0.0, r.x);
-  it->src_y = std::max(0.0, r.y);
-  // Clamp into the decoded pixels (rounding at the image's right/bottom edge).
-  it->src_w = std::min(r.w, img.width - it->src_x);
-  it->src_h = std::min(r.h, img.height - it->src_y);
-  if (it->src_w <= 0 || it->src_h <= 0) return Internal("decoded region does not cover the crop");
+  it->resize = o.mode == DecodeMode::kTrain ? CropResizePlan(it->image, crop)
+                                            : CenterCropResizePlan(it->image, center);
+  if (it->resize.box.w <= 0 || it->resize.box.h <= 0) {
+    return Internal("decoded region does not cover the crop");
+  }
   return Status::OK();
 }
 
@@ -75,8 +77,7 @@ Status AugmentSample(const PipelineOptions& o, Item* it, void* dst,
       return Corrupt("no field '{}' to carry", o.raw_field.empty() ? "(any)" : o.raw_field);
     return Status::OK();
   }
-  ResizeFlipNormalize(it->image, it->src_x, it->src_y, it->src_w, it->src_h, it->flip, o.output,
-                      dst, scratch);
+  ApplyResizePlan(it->image, it->resize, it->flip, o.output, dst, scratch);
   *bytes = o.output.bytes();
   return Status::OK();
 }

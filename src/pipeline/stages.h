@@ -8,6 +8,7 @@
 
 #include "codec/image.h"
 #include "formats/dataset.h"
+#include "ops/image_ops.h"
 
 namespace stoker {
 
@@ -32,7 +33,7 @@ struct Item {
   int slot = 0;
   Sample sample;
   DecodedImage image;
-  double src_x = 0, src_y = 0, src_w = 0, src_h = 0;  // crop in decoded-image coordinates
+  ResizePlan resize;  // the crop's box and filter window in decoded-image coordinates
   bool flip = false;
   int64_t label = -1;
 };
