@@ -223,11 +223,11 @@ def train_step(b):
 """
 
 
-def test_cli_script_contract_and_bad_input(tmp_path):
+def test_cli_script_contract_and_bad_input(tmp_path, capsys):
     good = tmp_path / "train.py"
     good.write_text(SCRIPT)
     out, html = tmp_path / "r.json", tmp_path / "r.html"
-    p = _cli("--script", good, "--time", 5, "--max", 64, "--steps", 2, "--base-batch", 8,
+    p = _cli("--script", good, "--time", 3, "--max", 32, "--steps", 2, "--base-batch", 8,
              "--json", out, "--html", html, "--quiet")
     assert p.returncode == 0, p.stderr
     assert "knee:" in p.stdout and "square-root" in p.stdout  # Adam from the script
@@ -239,20 +239,30 @@ def test_cli_script_contract_and_bad_input(tmp_path):
     assert p.returncode == 2 and "defines no train_step" in p.stderr
     assert "Traceback" not in p.stderr
 
+    # The same entry point in this process (no interpreter start per case).
+    from stoker.__main__ import main
+
+    def run(*args):
+        rc = main(["tune", "batch-size", *map(str, args)])
+        return rc, capsys.readouterr().err
+
     failing = tmp_path / "failing.py"
     failing.write_text(SCRIPT + "\ndef train_step(b):\n    raise KeyError('labels')\n")
-    p = _cli("--script", failing, "--time", 5)
-    assert p.returncode == 2 and "other than memory: KeyError" in p.stderr
-    assert "Traceback" not in p.stderr
-    p = _cli("--script", failing, "--time", 5, "--debug")
-    assert p.returncode != 0 and "Traceback" in p.stderr
+    rc, err = run("--script", failing, "--time", 5, "--quiet")
+    assert rc == 2 and "other than memory: KeyError" in err
+    with pytest.raises(StepError):
+        run("--script", failing, "--time", 5, "--debug", "--quiet")
 
     big = tmp_path / "big.py"
     big.write_text("import torch\ndef make_batch(n):\n    return torch.ones(n, 1 << 20)\n"
                    "def train_step(b):\n    pass\n")
-    p = _cli("--script", big, "--memory-limit-mb", 1, "--time", 5)
-    assert p.returncode == 2 and "batch size 1 does not fit" in p.stderr
-    assert "Traceback" not in p.stderr
+    rc, err = run("--script", big, "--memory-limit-mb", 1, "--time", 5, "--quiet")
+    assert rc == 2 and "batch size 1 does not fit" in err
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("import nonexistent_module_xyz\n")
+    rc, err = run("--script", broken)
+    assert rc == 2 and "ModuleNotFoundError" in err and "--debug" in err
 
 
 def test_stoker_cli_front_forwards_batch_size(tmp_path):
