@@ -32,5 +32,6 @@ void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker w
 void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data DIR
 void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
 void RegisterPlanCommands(CLI::App& app);  // stoker plan, stoker plan measure
+void RegisterOptionsCommand(CLI::App& app);  // stoker options (the pipeline options table)
 
 }  // namespace stoker::cli
