@@ -602,6 +602,10 @@ Result<PlanReport> Plan(const PlanInputs& in) {
   r.warm = Cluster("warm (epoch 2+)", warm.first, warm.second, in, d);
   r.cold = Cluster("cold (epoch 1)", cold.first, cold.second, in, d);
   r.bottleneck = warm.first.bottleneck;
+  if (d.nodes > 1 && warm.first.gpu_util - r.warm.gpu_util > 0.03)
+    r.bottleneck = fmt::format("synchronous steps: each waits for the slowest of {} nodes (per-node "
+                               "stalls: {}; a node alone would reach {:.0f}%)",
+                               d.nodes, warm.first.bottleneck, 100 * warm.first.gpu_util);
   r.expected_gpu_util = r.warm.gpu_util;
 
   // Needs at the GPUs' full rate.
