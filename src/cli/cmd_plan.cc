@@ -47,6 +47,12 @@ Result<nlohmann::json> ReadJson(const std::string& path) {
   return j;
 }
 
+// A number field, or `def` when it is missing or not a number (never throws).
+double Num(const nlohmann::json& j, const char* key, double def = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : def;
+}
+
 // CPU-ms per sample from `stoker bench pipeline --json`: the stages' thread CPU time over
 // the samples delivered.
 Status FromBenchPipeline(const std::string& path, plan::PlanInputs* in) {
@@ -55,13 +61,12 @@ Status FromBenchPipeline(const std::string& path, plan::PlanInputs* in) {
     return InvalidArgument("{}: not `stoker bench pipeline --json` output (no stages/samples)", path);
   double cpu = 0;
   for (const auto& s : j["stages"])
-    if (s.contains("cpu_s") && s["cpu_s"].is_number()) cpu += s["cpu_s"].get<double>();
-  double n = j["samples"].is_number() ? j["samples"].get<double>() : 0;
+    if (s.is_object()) cpu += Num(s, "cpu_s");
+  const double n = Num(j, "samples");
   if (n <= 0 || cpu <= 0) return InvalidArgument("{}: no samples or no CPU time recorded", path);
   if (in->cpu_ms_per_sample <= 0) in->cpu_ms_per_sample = 1000 * cpu / n;
-  if (in->sample_bytes <= 0 && j.contains("mb_per_s") && j.contains("samples_per_s") &&
-      j["samples_per_s"].get<double>() > 0)
-    in->sample_bytes = j["mb_per_s"].get<double>() * 1e6 / j["samples_per_s"].get<double>();
+  const double sps = Num(j, "samples_per_s"), mbs = Num(j, "mb_per_s");
+  if (in->sample_bytes <= 0 && sps > 0 && mbs > 0) in->sample_bytes = mbs * 1e6 / sps;
   return Status::OK();
 }
 
@@ -74,13 +79,15 @@ Status FromBenchIo(const std::string& path, plan::StorageProfile* p) {
     return InvalidArgument("{}: not `stoker bench io --json` output (no points)", path);
   double lat50 = -1, lat99 = 0, lat_block = 1e300, seq = 0, seq_block = -1, best = 0;
   for (const auto& pt : j["points"]) {
-    std::string pat = pt.value("pattern", "");
-    double block = pt.value("block", 0.0), th = pt.value("threads", 0.0), mbs = pt.value("mb_s", 0.0);
+    if (!pt.is_object()) continue;
+    auto pit = pt.find("pattern");
+    const std::string pat = pit != pt.end() && pit->is_string() ? pit->get<std::string>() : "";
+    const double block = Num(pt, "block"), th = Num(pt, "threads"), mbs = Num(pt, "mb_s");
     best = std::max(best, mbs);
     if (pat == "rand" && th == 1 && block < lat_block) {
       lat_block = block;
-      lat50 = pt.value("p50_us", 0.0) / 1000;
-      lat99 = pt.value("p99_us", 0.0) / 1000;
+      lat50 = Num(pt, "p50_us") / 1000;
+      lat99 = Num(pt, "p99_us") / 1000;
     }
     if (pat == "seq" && th == 1 && block > seq_block) {
       seq_block = block;
@@ -95,7 +102,8 @@ Status FromBenchIo(const std::string& path, plan::StorageProfile* p) {
   p->latency_p99_ms = std::max(lat99, p->latency_ms);
   p->stream_mb_s = seq;
   p->node_mb_s = best;
-  p->source = "stoker bench io: " + j.value("file", std::string("?"));
+  auto fit = j.find("file");
+  p->source = "stoker bench io: " + (fit != j.end() && fit->is_string() ? fit->get<std::string>() : path);
   return Status::OK();
 }
 

@@ -45,6 +45,21 @@ def test_plan_bad_input_exits_2(stoker):
         assert msg in p.stderr, (extra, p.stderr)
 
 
+def test_plan_malformed_measurement_files_exit_2(stoker, tmp_path):
+    bad = tmp_path / "bad.json"
+    base = ["plan", "--gpus", 8, "--gpu-samples-per-s", 100, "--dataset-samples", 1000,
+            "--sample-kb", 10]
+    for text in ('{"stages": [1, {"cpu_s": "x"}], "samples": "10"}', "[1, 2]", "{not json",
+                 '{"stages": "no", "samples": 3}'):
+        bad.write_text(text)
+        p = stoker(*base, "--from-bench", bad, check=False)
+        assert p.returncode == 2 and "stoker:" in p.stderr, (text, p.stderr)
+    for text in ('{"points": [7, {"pattern": 3, "block": "x"}]}', '{"points": []}'):
+        bad.write_text(text)
+        p = stoker(*base, "--cpu-ms", 1, "--from-io", bad, check=False)
+        assert p.returncode == 2 and "stoker:" in p.stderr, (text, p.stderr)
+
+
 def test_plan_measure_slows_storage_and_emulates_the_step(stoker, images, tmp_path):
     out = tmp_path / "m.json"
     stoker("plan", "measure", "--data", images, "--threads", 2, "--fused", "--batch", 16,
