@@ -18,6 +18,7 @@ const char* VerdictName(Verdict v) {
     case Verdict::kHostBound: return "host_bound";
     case Verdict::kThrottled: return "throttled";
     case Verdict::kHealthy: return "healthy";
+    case Verdict::kUnknown: return "unknown";
   }
   return "healthy";
 }
