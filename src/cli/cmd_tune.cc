@@ -35,6 +35,8 @@ std::string SelfDir() {
 
 bool IsExecutable(const std::string& p) { return ::access(p.c_str(), X_OK) == 0; }
 
+}  // namespace
+
 int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args) {
   const std::string dir = SelfDir();
   std::string python;
@@ -71,14 +73,11 @@ int ForwardToPython(const std::vector<std::string>& what, std::vector<std::strin
     ::execv(argv[0], argv.data());
   }
   std::fprintf(stderr,
-               "stoker: cannot run %s (%s): the DataLoader tuner is Python "
-               "(stoker.tune_dataloader); install the package (pip install .) or set "
-               "STOKER_PYTHON to an interpreter that can import stoker and torch\n",
-               python.c_str(), std::strerror(errno));
+               "stoker: cannot run %s (%s): `stoker %s` runs in Python; install the package "
+               "(pip install .) or set STOKER_PYTHON to an interpreter that can import stoker\n",
+               python.c_str(), std::strerror(errno), what.empty() ? "" : what[0].c_str());
   return 2;
 }
-
-}  // namespace
 
 void RegisterTuneCommands(CLI::App& app) {
   CLI::App* tune = app.add_subcommand("tune", "find settings: a PyTorch DataLoader's, the batch size");

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterBenchDecodeCommand(*bench);
   stoker::cli::RegisterTuneCommands(app);
   stoker::cli::RegisterPlanCommands(app);
+  stoker::cli::RegisterBenchTokensCommand(*bench);
   stoker::cli::RegisterOptionsCommand(app);
   try {
     app.parse(argc, argv);
