@@ -11,6 +11,8 @@ Three entry points for PyTorch users:
 * ``stoker.tune_dataloader(dataset, batch_size)`` -- sweeps DataLoader settings on your
   own Dataset, recommends the cheapest one within a few percent of the best, and warns
   about the hazards it can detect.
+* ``stoker.tune_batch_size(step_fn, make_batch)`` -- sweeps batch sizes on your own training
+  step: the largest that fits, the throughput knee, headroom, and LR/pipeline advice.
 
 The engine lives in the compiled extension ``stoker._stoker``; ``watch`` and
 ``tune_dataloader`` are pure Python and work without it.
@@ -33,6 +35,7 @@ from ._errors import (  # noqa: F401
 from .pipeline import Pipeline, resolve_rank  # noqa: F401
 from .tokens import TokenPipeline, TokenStore, blend_indices, write_tokens  # noqa: F401
 from .tune import TuneResult, tune_dataloader  # noqa: F401
+from .tune_batch import BatchSizeResult, tune_batch_size  # noqa: F401
 from .verdict import Verdict, diagnose_steps  # noqa: F401
 from .watch import Watch, watch  # noqa: F401
 
@@ -48,6 +51,8 @@ __all__ = [
     "Watch",
     "tune_dataloader",
     "TuneResult",
+    "tune_batch_size",
+    "BatchSizeResult",
     "diagnose_steps",
     "Verdict",
     "resolve_rank",

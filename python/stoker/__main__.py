@@ -5,6 +5,9 @@
         Loads data.py, takes its Dataset (a function or variable named by --dataset;
         default: `dataset`, then `get_dataset`, `make_dataset`, `build_dataset`), and runs
         stoker.tune_dataloader on it: table, chart, recommendation, hazards.
+    python -m stoker tune batch-size --script train.py [--memory-fraction 0.9] [--time 120]
+        Sweeps batch sizes on the script's train_step/make_batch (tune_batch.ENTRY_HELP):
+        largest size that fits, the knee, headroom, accumulation, LR and pipeline advice.
 
 Exit codes as the stoker CLI: 0 ok, 1 failure, 2 bad input or usage.
 """
@@ -15,6 +18,7 @@ import runpy
 import sys
 
 from ._errors import InvalidArgumentError
+from . import tune_batch
 from .tune import tune_dataloader
 
 _DATASET_NAMES = ("dataset", "get_dataset", "make_dataset", "build_dataset")
@@ -59,6 +63,7 @@ def main(argv=None):
     dl.add_argument("--json", help="write the report as JSON here")
     dl.add_argument("--svg", help="write the chart as SVG here")
     dl.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
+    tune_batch.add_parser(tsub)  # tune batch-size (python/stoker/tune_batch.py)
     tk = sub.add_parser("tokenize", help="text:SRC tokens:DST (stoker convert runs this)")
     tk.add_argument("src")
     tk.add_argument("dst")
@@ -72,6 +77,8 @@ def main(argv=None):
         return 0 if e.code == 0 else 2
     if a.cmd in ("tokenize", "verify-tokens"):
         return _tokens_command(a)
+    if getattr(a, "what", None) == "batch-size":
+        return tune_batch.main(a)
     try:
         ds = _load_dataset(a.script, a.dataset)
         r = tune_dataloader(ds, a.batch_size, time_budget=a.time, num_workers=a.workers,

@@ -80,7 +80,7 @@ int ForwardToPython(const std::vector<std::string>& what, std::vector<std::strin
 }
 
 void RegisterTuneCommands(CLI::App& app) {
-  CLI::App* tune = app.add_subcommand("tune", "find settings: a PyTorch DataLoader's");
+  CLI::App* tune = app.add_subcommand("tune", "find settings: a PyTorch DataLoader's, the batch size");
   tune->require_subcommand(1);
   CLI::App* dl = tune->add_subcommand(
       "dataloader",
@@ -93,6 +93,18 @@ void RegisterTuneCommands(CLI::App& app) {
   dl->callback([dl]() {
     std::vector<std::string> args = dl->remaining();
     SetAction([args]() { return ForwardToPython({"tune", "dataloader"}, args); });
+  });
+  // stoker tune batch-size: the batch-size sweep (python/stoker/tune_batch.py), same front.
+  CLI::App* bs = tune->add_subcommand(
+      "batch-size",
+      "sweep batch sizes on your training step: largest that fits, the throughput knee, LR "
+      "and pipeline advice (runs `python -m stoker tune batch-size`; --help shows its flags)");
+  bs->prefix_command();
+  bs->set_help_flag();
+  bs->allow_extras();
+  bs->callback([bs]() {
+    std::vector<std::string> args = bs->remaining();
+    SetAction([args]() { return ForwardToPython({"tune", "batch-size"}, args); });
   });
 }
 

@@ -32,6 +32,7 @@ void RegisterBenchFormatsCommand(CLI::App& bench);  // stoker bench formats --da
 void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD
 void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data DIR
 void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
+void RegisterPlanCommands(CLI::App& app);  // stoker plan, stoker plan measure
 void RegisterBenchTokensCommand(CLI::App& bench);  // stoker bench tokens --data SPEC
 // Replaces the process with `<python> -m stoker WHAT... ARGS...` (cmd_tune.cc); returns
 // only on failure, with the exit code.
