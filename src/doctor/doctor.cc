@@ -24,6 +24,7 @@ const char* VerdictName(Verdict v) {
     case Verdict::kHostBound: return "host_bound";
     case Verdict::kThrottled: return "throttled";
     case Verdict::kHealthy: return "healthy";
+    case Verdict::kUnknown: return "unknown";
   }
   return "healthy";
 }
@@ -1439,6 +1440,8 @@ Result<Report> Diagnose(const DoctorInputs& in) {
     case Verdict::kThrottled:
       rep.summary = fmt::format("Throttled: the GPU clocks are throttled in {} of busy samples.",
                                 Pct(throttled));
+      break;
+    case Verdict::kUnknown:  // never chosen here (watch_rules.cc sets it)
       break;
     case Verdict::kHealthy:
       rep.summary = rep.has_trace

@@ -48,6 +48,7 @@ enum class Verdict {
   kHostBound,
   kThrottled,
   kHealthy,
+  kUnknown,  // no evidence either way (stoker watch without GPU samples, steps or a trace)
 };
 const char* VerdictName(Verdict v);  // "input_bound", "compute_bound", ...
 
