@@ -47,7 +47,9 @@ def main():
     ap.add_argument("--step-ms", type=float, default=1.0,
                     help="emulated GPU time per step (a sleep: the CPU is free, as while a "
                          "GPU computes)")
-    ap.add_argument("--cpu-step-ms", type=float, default=0.0, help="CPU work per step")
+    ap.add_argument("--cpu-step-ms", type=float, default=0.0, help="CPU work per step (Python)")
+    ap.add_argument("--torch-step-ms", type=float, default=0.0,
+                    help="CPU work per step in PyTorch operators (matrix products)")
     ap.add_argument("--steps", type=int, default=40, help="steps per epoch")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--ddp", action="store_true", help="torch.distributed (gloo) + DDP")
@@ -66,6 +68,7 @@ def main():
         import torch.distributed as dist
         dist.init_process_group("gloo")
         rank = dist.get_rank()
+    torch.manual_seed(0)
     torch.set_num_threads(1)
     load_s = a.load_ms / 1e3 * (a.slow_factor if rank == a.slow_rank else 1.0)
     ds = Samples(a.steps * a.batch, load_s)
@@ -75,6 +78,7 @@ def main():
     if a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w = torch.randn(128, 128)
     prof = None
     if a.own_profiler:
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
@@ -88,6 +92,9 @@ def main():
             loss.backward()
             opt.step()
             spin(a.cpu_step_ms / 1e3)
+            end = time.perf_counter() + a.torch_step_ms / 1e3
+            while time.perf_counter() < end:
+                torch.mm(w, w)
             time.sleep(a.step_ms / 1e3)
             if a.hard_exit_after and time.perf_counter() - t0 > a.hard_exit_after:
                 os._exit(5)
