@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "formats/memory_file.h"
+#include "io/memory_file.h"
 #include "formats/tar.h"
 #include "formats/wds.h"
 

@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "formats/memory_file.h"
+#include "io/memory_file.h"
 #include "formats/tfrecord.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

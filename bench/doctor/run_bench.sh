@@ -2,7 +2,7 @@
 # Doctor benchmark: stoker doctor vs HTA's temporal breakdown on the same large trace.
 #   bench/doctor/run_bench.sh [STOKER_BINARY] [SIZE_MB ...]
 # Builds traces of SIZE_MB (default 250 and 1024) by repeating the steps of the real 16-rank
-# HTA trace in /work/shared/data/traces (bench/doctor/make_large_trace.py), then times
+# HTA trace in tests/traces/real (bench/doctor/make_large_trace.py), then times
 #   stoker doctor <dir> --json ...   (wall, user CPU, peak RSS via /usr/bin/time)
 #   python3 bench/doctor/hta_breakdown.py <dir>   (TraceAnalysis + get_temporal_breakdown)
 # Set SKIP_HTA_ABOVE_MB to skip HTA on the largest traces (it needs ~5 GB RSS per GB).
@@ -11,7 +11,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 STOKER="${1:-$ROOT/build/stoker}"; shift || true
 SIZES=("${@:-250 1024}")
 PY="${PY:-$ROOT/.venv/bin/python}"
-SRC=/work/shared/data/traces/hta-pageable-memcpy-rank0.json.gz
+SRC="${SRC:-$ROOT/tests/traces/real/hta-pageable-memcpy-rank0.json.gz}"
 WORK="${WORK:-/tmp/stoker-doctor-bench}"
 SKIP_HTA_ABOVE_MB="${SKIP_HTA_ABOVE_MB:-100000}"
 mkdir -p "$WORK"

@@ -17,6 +17,7 @@
 #include "errors.h"
 #include "options.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/stats_json.h"
 
 #ifdef STOKER_HAVE_DOCTOR
 #include "doctor_binding.h"
@@ -38,27 +39,10 @@ pyb::dict RankToDict(const RankInfo& r) {
   return pyb::dict("rank"_a = r.rank, "world_size"_a = r.world_size, "source"_a = r.source);
 }
 
+// The stats as the one codec writes them (pipeline/stats_json.h): the same keys and
+// values as `stoker bench pipeline --json`.
 pyb::dict StatsToDict(const PipelineStats& s) {
-  pyb::list stages;
-  for (const auto& st : s.stages) {
-    stages.append(pyb::dict(
-        "name"_a = st.name, "threads"_a = st.threads, "items"_a = st.items, "bytes"_a = st.bytes,
-        "busy_s"_a = st.busy_s, "cpu_s"_a = st.cpu_s, "wait_input_s"_a = st.wait_input_s,
-        "wait_output_s"_a = st.wait_output_s, "queue_fill"_a = st.queue_fill,
-        "busy_frac"_a = st.busy_frac, "wait_input_frac"_a = st.wait_input_frac,
-        "wait_output_frac"_a = st.wait_output_frac));
-  }
-  pyb::list tuning;
-  for (const auto& t : s.tuning) tuning.append(pyb::dict("t_s"_a = t.t_s, "what"_a = t.what));
-  return pyb::dict(
-      "wall_s"_a = s.wall_s, "samples"_a = s.samples, "batches"_a = s.batches,
-      "bytes_read"_a = s.bytes_read, "samples_per_s"_a = s.samples_per_s,
-      "mb_per_s"_a = s.mb_per_s, "stages"_a = stages, "bottleneck"_a = s.bottleneck,
-      "consumer_wait_s"_a = s.consumer_wait_s, "consumer_wait_frac"_a = s.consumer_wait_frac,
-      "threads"_a = s.threads, "prefetch"_a = s.prefetch, "memory_budget"_a = s.memory_budget,
-      "buffer_bytes"_a = s.buffer_bytes, "skipped"_a = s.skipped,
-      "skipped_items"_a = s.skipped_items, "tuning"_a = tuning, "autotune"_a = s.autotune,
-      "rank"_a = RankToDict(s.rank));
+  return pyb::module_::import("json").attr("loads")(StatsToJson(s, nullptr, -1));
 }
 
 std::unique_ptr<Pipeline> CreateNoGil(const PipelineOptions& opts) {
@@ -139,13 +123,7 @@ class PyPipeline {
     return out;
   }
 
-  pyb::dict Options() const {
-    const PipelineOptions& o = p_->options();
-    return pyb::dict("data"_a = o.data, "batch_size"_a = o.batch_size, "seed"_a = o.seed,
-                     "shuffle"_a = o.shuffle, "drop_last"_a = o.drop_last,
-                     "image_size"_a = o.image_size, "threads"_a = o.threads,
-                     "prefetch"_a = o.prefetch);
-  }
+  pyb::dict Options() const { return OptionsToDict(p_->options()); }
 
  private:
   std::shared_ptr<Pipeline> p_;
@@ -262,6 +240,8 @@ PYBIND11_MODULE(_stoker, m) {
   m.def("resolve_rank", [](int rank, int world_size) {
     return RankToDict(ValueOrThrow(stoker::ResolveRank(rank, world_size)));
   }, "rank"_a = -1, "world_size"_a = -1);
+  m.def("option_schema", &OptionSchema,
+        "The pipeline options table (src/pipeline/options_schema.cc), one dict per option.");
   m.def("set_cuda_runtime_candidates", &SetCudaRuntimeCandidates, "candidates"_a);
   m.def("cuda_runtime_path", &CudaRuntimePath);
   m.def("pinned_memory_status", []() {

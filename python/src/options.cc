@@ -2,106 +2,136 @@
 
 #include <pybind11/stl.h>
 
-#include <set>
+#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda_host.h"
 #include "errors.h"
+#include "pipeline/options_schema.h"
 
 namespace stoker::py {
 namespace pyb = pybind11;
+using namespace pybind11::literals;
 
 namespace {
 
-template <typename T>
-T Get(const pyb::handle& v, const std::string& key, const char* type) {
-  try {
-    return v.cast<T>();
-  } catch (const pyb::cast_error&) {
-    throw StatusError(InvalidArgument("option '{}': expected {}, got {}", key, type,
-                                      std::string(pyb::str(v.get_type().attr("__name__")))));
+OptionValue FromPython(const pyb::handle& v) {
+  OptionValue r;
+  std::string repr = pyb::repr(v);
+  if (v.is_none()) {
+    r = OptionValue::Auto();
+  } else if (pyb::isinstance<pyb::bool_>(v)) {
+    r = OptionValue::Bool(v.cast<bool>());
+  } else if (pyb::isinstance<pyb::int_>(v)) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    r = overflow ? OptionValue::Other(repr) : OptionValue::Int(x);
+  } else if (pyb::isinstance<pyb::float_>(v)) {
+    r = OptionValue::Double(v.cast<double>());
+  } else if (pyb::isinstance<pyb::str>(v)) {
+    r = OptionValue::String(v.cast<std::string>());
+  } else if (pyb::isinstance<pyb::sequence>(v) && !pyb::isinstance<pyb::bytes>(v)) {
+    std::vector<double> list;
+    bool ok = true;
+    for (auto e : v.cast<pyb::sequence>()) {
+      // Numbers, and anything float() takes (numpy scalars), but not bools or strings.
+      if (pyb::isinstance<pyb::bool_>(e) || pyb::isinstance<pyb::str>(e)) {
+        ok = false;
+        break;
+      }
+      double x = PyFloat_AsDouble(e.ptr());
+      if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        ok = false;
+        break;
+      }
+      list.push_back(x);
+    }
+    r = ok ? OptionValue::List(std::move(list)) : OptionValue::Other(repr);
+  } else {
+    r = OptionValue::Other(repr);
   }
+  r.repr = repr;
+  return r;
 }
 
-void GetPair(const pyb::handle& v, const std::string& key, double* a, double* b) {
-  auto seq = Get<std::vector<double>>(v, key, "a pair of numbers");
-  if (seq.size() != 2) throw StatusError(InvalidArgument("option '{}': expected 2 numbers", key));
-  *a = seq[0];
-  *b = seq[1];
-}
-
-void GetTriple(const pyb::handle& v, const std::string& key, float out[3]) {
-  auto seq = Get<std::vector<double>>(v, key, "3 numbers");
-  if (seq.size() != 3) throw StatusError(InvalidArgument("option '{}': expected 3 numbers", key));
-  for (int i = 0; i < 3; ++i) out[i] = static_cast<float>(seq[i]);
-}
-
-template <typename E>
-E GetEnum(const pyb::handle& v, const std::string& key,
-          std::initializer_list<std::pair<const char*, E>> choices) {
-  auto s = Get<std::string>(v, key, "a string");
-  std::string names;
-  for (const auto& [name, val] : choices) {
-    if (s == name) return val;
-    names += names.empty() ? "" : ", ";
-    names += name;
+pyb::object ToPython(const OptionValue& v) {
+  switch (v.kind) {
+    case OptionValue::Kind::kAuto: return pyb::str("auto");
+    case OptionValue::Kind::kBool: return pyb::bool_(v.b);
+    case OptionValue::Kind::kInt: return pyb::int_(v.i);
+    case OptionValue::Kind::kDouble: return pyb::float_(v.d);
+    case OptionValue::Kind::kString: return pyb::str(v.s);
+    case OptionValue::Kind::kList: {
+      pyb::list l;
+      for (double d : v.list) l.append(d);
+      return pyb::tuple(l);
+    }
+    case OptionValue::Kind::kOther: return pyb::none();
   }
-  throw StatusError(InvalidArgument("option '{}': '{}' is not one of {}", key, s, names));
+  return pyb::none();
 }
 
 }  // namespace
 
 PyPipelineOptions OptionsFromDict(const pyb::dict& d) {
   PyPipelineOptions r;
-  PipelineOptions& o = r.opts;
+  std::vector<std::pair<std::string, OptionValue>> values;
   for (auto item : d) {
-    std::string k = Get<std::string>(item.first, "<key>", "a string");
-    pyb::handle v = item.second;
-    if (k == "data") o.data = Get<std::string>(v, k, "a string");
-    else if (k == "skip_bad_shards") o.dataset.skip_bad_shards = Get<bool>(v, k, "a bool");
-    else if (k == "decode")
-      o.mode = GetEnum<DecodeMode>(v, k, {{"train", DecodeMode::kTrain},
-                                          {"val", DecodeMode::kVal},
-                                          {"raw", DecodeMode::kRaw}});
-    else if (k == "image_size") o.image_size = Get<int>(v, k, "an int");
-    else if (k == "val_resize") o.val_resize = Get<int>(v, k, "an int");
-    else if (k == "layout")
-      o.output.layout = GetEnum<OutputLayout>(v, k, {{"float", OutputLayout::kFloatCHW},
-                                                     {"uint8", OutputLayout::kUint8HWC}});
-    else if (k == "mean") GetTriple(v, k, o.output.mean);
-    else if (k == "std") GetTriple(v, k, o.output.std);
-    else if (k == "scale") GetPair(v, k, &o.rrc.scale_min, &o.rrc.scale_max);
-    else if (k == "ratio") GetPair(v, k, &o.rrc.ratio_min, &o.rrc.ratio_max);
-    else if (k == "flip_prob") o.flip_prob = Get<double>(v, k, "a number");
-    else if (k == "dct_scale") o.dct_scale = Get<bool>(v, k, "a bool");
-    else if (k == "region_decode") o.region_decode = Get<bool>(v, k, "a bool");
-    else if (k == "raw_field") o.raw_field = Get<std::string>(v, k, "a string");
-    else if (k == "batch_size") o.batch_size = Get<int>(v, k, "an int");
-    else if (k == "drop_last") o.drop_last = Get<bool>(v, k, "a bool");
-    else if (k == "shuffle") o.shuffle = Get<bool>(v, k, "a bool");
-    else if (k == "seed") o.seed = Get<uint64_t>(v, k, "a non-negative int");
-    else if (k == "shuffle_buffer") o.shuffle_buffer = Get<size_t>(v, k, "a non-negative int");
-    else if (k == "rank") o.rank = Get<int>(v, k, "an int");
-    else if (k == "world_size") o.world_size = Get<int>(v, k, "an int");
-    else if (k == "balance")
-      o.balance = GetEnum<RankBalance>(v, k, {{"pad", RankBalance::kPad},
-                                              {"drop", RankBalance::kDrop}});
-    else if (k == "threads") o.threads = Get<int>(v, k, "an int");
-    else if (k == "fused") o.fused = Get<bool>(v, k, "a bool");
-    else if (k == "prefetch") o.prefetch = Get<int>(v, k, "an int");
-    else if (k == "memory_budget") o.memory_budget = Get<int64_t>(v, k, "an int");
-    else if (k == "cpu_budget") o.cpu_budget = Get<int>(v, k, "an int");
-    else if (k == "on_error")
-      o.on_error = GetEnum<ErrorPolicy>(v, k, {{"fail", ErrorPolicy::kFail},
-                                               {"skip", ErrorPolicy::kSkip}});
-    else if (k == "pinned") r.pinned = Get<bool>(v, k, "a bool");
-    else throw StatusError(InvalidArgument("unknown pipeline option '{}'", k));
+    if (!pyb::isinstance<pyb::str>(item.first))
+      throw StatusError(InvalidArgument("pipeline option names are strings, got {}",
+                                        std::string(pyb::repr(item.first))));
+    std::string k = item.first.cast<std::string>();
+    if (k == "pinned") {
+      if (!pyb::isinstance<pyb::bool_>(item.second))
+        throw StatusError(InvalidArgument("pinned must be True or False, got {}",
+                                          std::string(pyb::repr(item.second))));
+      r.pinned = item.second.cast<bool>();
+      continue;
+    }
+    values.emplace_back(std::move(k), FromPython(item.second));
   }
-  o.output.width = o.output.height = o.image_size;
-  if (r.pinned) {
-    o.allocator = ValueOrThrow(CudaPinnedAllocator());
-  }
+  r.opts = ValueOrThrow(OptionsFromValues(values));
+  r.opts.output.width = r.opts.output.height = r.opts.image_size;
+  if (r.pinned) r.opts.allocator = ValueOrThrow(CudaPinnedAllocator());
   return r;
+}
+
+pyb::dict OptionsToDict(const PipelineOptions& o) {
+  pyb::dict d;
+  for (const auto& s : PipelineOptionSchema()) d[pyb::str(s.name)] = ToPython(s.get(o));
+  return d;
+}
+
+pyb::list OptionSchema() {
+  pyb::list rows;
+  PipelineOptions defaults;
+  for (const auto& s : PipelineOptionSchema()) {
+    pyb::dict r;
+    r["name"] = s.name;
+    r["type"] = OptionTypeName(s.type);
+    r["default"] = s.required ? pyb::object(pyb::none())
+                   : s.default_text == "auto" ? pyb::object(pyb::str("auto"))
+                                              : ToPython(s.get(defaults));
+    r["default_text"] = s.default_text;
+    r["doc"] = s.doc;
+    r["group"] = s.group;
+    r["range"] = s.range_text();
+    r["auto"] = s.auto_doc;
+    r["choices"] = s.choices;
+    r["min"] = std::isfinite(s.min) ? pyb::object(pyb::float_(s.min)) : pyb::object(pyb::none());
+    r["max"] = std::isfinite(s.max) ? pyb::object(pyb::float_(s.max)) : pyb::object(pyb::none());
+    r["count"] = s.count;
+    r["required"] = s.required;
+    r["cli"] = s.cli_flag();
+    pyb::list aliases;
+    for (const auto& a : s.aliases) aliases.append(a.flag);
+    r["aliases"] = aliases;
+    rows.append(r);
+  }
+  return rows;
 }
 
 }  // namespace stoker::py

@@ -17,10 +17,35 @@ import os
 import sys
 import warnings
 
-from ._errors import bad_argument, require_extension
+import difflib
+import inspect
+
+from ._errors import _ext, bad_argument, require_extension
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# The engine's options come from one table (src/pipeline/options_schema.cc, bound as
+# _stoker.option_schema()): their names, defaults, checks and docs are the CLI's. These are
+# the binding's own arguments, beside them.
+_BINDING_ARGS = {
+    "format": (None, 'adds the "fmt:" prefix to source (tfrecord, lmdb, hdf5, parquet, wds, folder)'),
+    "output": ("numpy", '"numpy" or "torch" (zero-copy tensors through DLPack)'),
+    "device": (None, "None, or a CUDA device: batches are copied there asynchronously on a "
+                     "side stream from pinned memory (implies output=\"torch\")"),
+    "pin_memory": ("auto", '"auto" (when device is CUDA), True or False'),
+    "keys": (False, 'also yield "key": the sample keys (a list of str)'),
+}
+
+
+def option_schema():
+    """The pipeline options table: one dict per option (name, type, default, doc, range,
+    auto, choices, cli flag and aliases), the same table the CLI and docs/options.md use."""
+    return require_extension("option_schema").option_schema()
+
+
+def _engine_options():
+    return [row for row in option_schema() if row["name"] != "data"]
 
 _STATE_VERSION = 1
 # Options that must match for a saved state to resume exactly.
@@ -31,17 +56,6 @@ _STATE_KEYS = ("seed", "batch_size", "world_size", "rank", "shuffle", "drop_last
 def _choice(name, value, choices):
     if value not in choices:
         raise bad_argument(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
-    return value
-
-
-def _auto_int(name, value, minimum):
-    """'auto' (or None) -> 0, else an int >= minimum."""
-    if value is None or value == "auto":
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise bad_argument(f"{name} must be 'auto' or an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise bad_argument(f"{name} must be 'auto' or an integer >= {minimum}, got {value}")
     return value
 
 
@@ -57,21 +71,6 @@ def _bool(name, value):
     if not isinstance(value, bool):
         raise bad_argument(f"{name} must be True or False, got {value!r}")
     return value
-
-
-def _floats(name, value, n, lo=None, hi=None, positive=False):
-    try:
-        vals = [float(v) for v in value]
-    except (TypeError, ValueError):
-        raise bad_argument(f"{name} must be {n} numbers, got {value!r}") from None
-    if len(vals) != n:
-        raise bad_argument(f"{name} must be {n} numbers, got {len(vals)}")
-    for v in vals:
-        if positive and not v > 0:
-            raise bad_argument(f"{name} values must be > 0, got {value!r}")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise bad_argument(f"{name} values must be in [{lo}, {hi}], got {value!r}")
-    return vals
 
 
 def _dist_rank():
@@ -170,42 +169,24 @@ class _CudaCopier:
 class Pipeline:
     """The stoker engine as an iterable of batches (a DataLoader replacement).
 
-    Arguments mirror ``stoker bench pipeline``'s flags:
-
-    source            dataset: a folder (ImageFolder layout), shards (train-{000..099}.tar),
-                      or "fmt:path"; ``format=`` adds the "fmt:" prefix.
-    decode            "train" (RandomResizedCrop + flip + normalize), "val" (Resize +
-                      CenterCrop + normalize) or "raw" (the bytes of one field, no decode).
-    image_size, val_resize, layout ("float": normalized float32 [N,3,H,W]; "uint8":
-                      [N,H,W,3]), mean/std (0..1 units, as torchvision), scale/ratio
-                      (RandomResizedCrop), flip_prob, dct_scale, region_decode, raw_field.
-    batch_size, drop_last, shuffle, seed, shuffle_buffer.
-    threads, prefetch "auto" (the autotuner) or a number; fused, memory_budget (bytes),
-                      cpu_budget (cores).
-    rank, world_size  default: torch.distributed when initialized, else RANK/WORLD_SIZE,
-                      OMPI_*, SLURM_*, else 0/1. Each rank gets a disjoint shard of equal
-                      length; balance="pad" repeats samples to equalize, "drop" drops.
-    on_error          "fail" (raise, naming the file and sample) or "skip" (count them;
-                      see stats()["skipped_items"]).
-    output            "numpy" or "torch" (zero-copy tensors through DLPack).
-    device            None, or a CUDA device: batches are copied there asynchronously on a
-                      side stream from pinned memory (implies output="torch").
-    pin_memory        "auto" (when device is CUDA), True or False.
-    keys              also yield "key": the sample keys (a list of str).
+    ``Pipeline(source, **options)``: ``source`` is a folder (ImageFolder layout), shards
+    (train-{000..099}.tar) or "fmt:path"; the options are those of ``stoker bench
+    pipeline`` (same names, defaults and checks; see docs/options.md or
+    ``stoker.pipeline.option_schema()``), listed below.
 
     Each batch is a dict: "image", "label" (int64), "index" (int64 dataset indices), or for
     decode="raw" "data" (uint8, all samples back to back) and "offsets" (N+1 int64).
     """
 
-    def __init__(self, source, *, format=None, decode="train", image_size=224, val_resize=256,
-                 layout="float", mean=IMAGENET_MEAN, std=IMAGENET_STD, scale=(0.08, 1.0),
-                 ratio=(3.0 / 4.0, 4.0 / 3.0), flip_prob=0.5, dct_scale=True,
-                 region_decode=True, raw_field="", batch_size=256, drop_last=False,
-                 shuffle=True, seed=0, shuffle_buffer=8192, threads="auto", prefetch="auto",
-                 fused=False, memory_budget="auto", cpu_budget="auto", rank=None,
-                 world_size=None, balance="pad", on_error="fail", skip_bad_shards=None,
-                 output="numpy", device=None, pin_memory="auto", keys=False):
+    def __init__(self, source, *, format=None, output="numpy", device=None, pin_memory="auto",
+                 keys=False, **options):
         ext = require_extension("stoker.Pipeline")
+        names = [row["name"] for row in _engine_options()]
+        for k in options:
+            if k not in names:
+                close = difflib.get_close_matches(k, names + list(_BINDING_ARGS), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TypeError(f"Pipeline() got an unexpected keyword argument {k!r}{hint}")
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
         if not isinstance(source, str) or not source:
@@ -214,30 +195,13 @@ class Pipeline:
             if not isinstance(format, str) or not format:
                 raise bad_argument(f"format must be a format name, got {format!r}")
             source = f"{format}:{source}"
-        _choice("decode", decode, ("train", "val", "raw"))
-        _choice("layout", layout, ("float", "uint8"))
-        _choice("balance", balance, ("pad", "drop"))
-        _choice("on_error", on_error, ("fail", "skip"))
         _choice("output", output, ("numpy", "torch"))
         _choice("pin_memory", pin_memory, ("auto", True, False))
-        mean = _floats("mean", mean, 3, 0.0, 1.0)
-        std = _floats("std", std, 3, positive=True)
-        if any(v > 1.0 for v in std):
-            raise bad_argument(f"std is in 0..1 units (as torchvision's Normalize), got {std}")
-        scale = _floats("scale", scale, 2, 0.0, 1.0)
-        ratio = _floats("ratio", ratio, 2, positive=True)
-        if scale[0] > scale[1] or ratio[0] > ratio[1]:
-            raise bad_argument(f"scale and ratio must be (min, max), got {scale}, {ratio}")
-        flip_prob = float(flip_prob)
-        if not 0.0 <= flip_prob <= 1.0:
-            raise bad_argument(f"flip_prob must be in [0, 1], got {flip_prob}")
-        if not isinstance(raw_field, str):
-            raise bad_argument(f"raw_field must be a field name, got {raw_field!r}")
-        if skip_bad_shards is None:
-            skip_bad_shards = on_error == "skip"
-        if seed is None or isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise bad_argument(f"seed must be a non-negative integer, got {seed!r}")
 
+        rank = options.pop("rank", None)
+        world_size = options.pop("world_size", None)
+        rank = None if rank == "auto" else rank
+        world_size = None if world_size == "auto" else world_size
         if rank is None and world_size is None:
             d = _dist_rank()
             if d is not None:
@@ -276,27 +240,14 @@ class Pipeline:
                 warnings.warn(f"stoker.Pipeline: pinned memory unavailable ({why}); copies to "
                               f"{self._device} will be synchronous", RuntimeWarning, stacklevel=2)
 
-        opts = {
-            "data": source, "skip_bad_shards": _bool("skip_bad_shards", skip_bad_shards),
-            "decode": decode, "image_size": _int("image_size", image_size, 1),
-            "val_resize": _int("val_resize", val_resize, 1), "layout": layout,
-            "mean": [m * 255.0 for m in mean], "std": [s * 255.0 for s in std],
-            "scale": scale, "ratio": ratio, "flip_prob": flip_prob,
-            "dct_scale": _bool("dct_scale", dct_scale),
-            "region_decode": _bool("region_decode", region_decode), "raw_field": raw_field,
-            "batch_size": _int("batch_size", batch_size, 1),
-            "drop_last": _bool("drop_last", drop_last), "shuffle": _bool("shuffle", shuffle),
-            "seed": seed, "shuffle_buffer": _int("shuffle_buffer", shuffle_buffer, 1),
-            "threads": _auto_int("threads", threads, 1),
-            "prefetch": _auto_int("prefetch", prefetch, 1), "fused": _bool("fused", fused),
-            "memory_budget": _auto_int("memory_budget", memory_budget, 1),
-            "cpu_budget": _auto_int("cpu_budget", cpu_budget, 1),
-            "rank": -1 if rank is None else rank,
-            "world_size": -1 if world_size is None else world_size,
-            "balance": balance, "on_error": on_error, "pinned": pinned,
-        }
-        self._options = opts
+        # Names, types and ranges are checked by the engine's options table (the messages
+        # name the option, as the CLI's do).
+        opts = {"data": source, **options, "rank": rank, "world_size": world_size,
+                "pinned": pinned}
         self._p = ext.Pipeline(opts)
+        # Every option's value (what it resolved to), with what was passed as passed: a dict
+        # the extension takes back for an identical pipeline (tests, bench/python_overhead.py).
+        self._options = {**self._p.options, **opts}
         self._kind = "dlpack" if output == "torch" else "numpy"
         self._output = output
         self._keys = _bool("keys", keys)
@@ -466,7 +417,8 @@ class Pipeline:
     # -- introspection ---------------------------------------------------------------
 
     def stats(self):
-        """The engine's metrics (per stage busy/wait, bottleneck, consumer wait, skips)."""
+        """The engine's metrics (per stage busy/wait, bottleneck, consumer wait, budgets,
+        skips): the same keys and values as ``stoker bench pipeline --json``."""
         return self._p.stats()
 
     def epoch_order(self, epoch):
@@ -491,3 +443,62 @@ class Pipeline:
         return (f"stoker.Pipeline({o['data']!r}, decode={o['decode']!r}, batch_size="
                 f"{o['batch_size']}, rank={self.rank}/{self.world_size}, output={self._output!r}"
                 f"{', device=' + repr(str(self._device)) if self._device else ''})")
+
+
+def _option_doc_lines(rows):
+    lines = []
+    width = 18
+    for row in rows:
+        default = row["default"]
+        head = f"{row['name']}={default!r}"
+        text = row["doc"]
+        if row["range"] and row["type"] != "enum":
+            text += f"; {row['range']}"
+        if row["choices"]:
+            text += "; one of " + ", ".join(repr(c) for c in row["choices"])
+        if row["auto"]:
+            text += f"; auto: {row['auto']}"
+        cli = row["cli"]
+        if row["type"] == "bool":
+            cli = f"--no-{cli[2:]}" if default is True else cli
+        if row["aliases"]:
+            cli += ", also " + ", ".join(row["aliases"])
+        text += f" (CLI {cli})"
+        lines.append(f"    {head}")
+        for chunk in _wrap(text, 88 - width):
+            lines.append(" " * width + chunk)
+    return lines
+
+
+def _wrap(text, width):
+    import textwrap
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+
+
+def _install_signature_and_doc():
+    """Pipeline's signature and docstring from the options table (when the engine is built)."""
+    if _ext is None:
+        return
+    rows = [row for row in _ext.option_schema() if row["name"] != "data"]
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("source", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for name, (default, _) in _BINDING_ARGS.items():
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    for row in rows:
+        params.append(inspect.Parameter(row["name"], inspect.Parameter.KEYWORD_ONLY,
+                                        default=row["default"]))
+    Pipeline.__init__.__signature__ = inspect.Signature(params)
+    groups = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row)
+    doc = [Pipeline.__doc__.rstrip(), "", "    Options (from the engine's options table):"]
+    for group, grows in groups.items():
+        doc += ["", f"    -- {group}"] + _option_doc_lines(grows)
+    doc += ["", "    Arguments of the Python binding:", ""]
+    for name, (default, text) in _BINDING_ARGS.items():
+        doc.append(f"    {name}={default!r}")
+        doc += [" " * 18 + chunk for chunk in _wrap(text, 70)]
+    Pipeline.__doc__ = "\n".join(doc) + "\n"
+
+
+_install_signature_and_doc()

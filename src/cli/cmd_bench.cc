@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
 #include "cli/progress.h"
+#include "pipeline/stats_json.h"
 
 namespace stoker::cli {
 namespace {
@@ -90,10 +91,12 @@ int RunBenchPipeline(const BenchPipelineArgs& a) {
   }
   if (!a.json.empty()) {
     std::ofstream f(a.json);
-    std::string js = StatsJson(st, *opts, a.epochs);
-    // peak RSS is process-level; add it here
-    js.insert(js.size() - 2, fmt::format(",\n  \"peak_rss_bytes\": {}", ru.ru_maxrss * 1024L));
-    f << js << "\n";
+    StatsRunInfo run;
+    run.data = opts->data;
+    run.epochs = a.epochs;
+    run.batch_size = opts->batch_size;
+    run.peak_rss_bytes = ru.ru_maxrss * 1024L;  // process-level, so the run adds it
+    f << StatsToJson(st, &run) << "\n";
     if (!f) return Fail(IOError("cannot write {}", a.json));
   }
   if (!failure.ok()) return Fail(failure);

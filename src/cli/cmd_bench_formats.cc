@@ -1,5 +1,5 @@
 // stoker bench formats --data SRC: converts a sample of SRC to each format and measures
-// (src/formats/format_bench.h).
+// (src/tools/format_bench.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "formats/format_bench.h"
+#include "tools/format_bench.h"
 
 namespace stoker::cli {
 namespace {

@@ -1,11 +1,11 @@
-// stoker bench io PATH: the storage probe (src/io/probe.h).
+// stoker bench io PATH: the storage probe (src/tools/probe.h).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "io/probe.h"
+#include "tools/probe.h"
 
 namespace stoker::cli {
 namespace {

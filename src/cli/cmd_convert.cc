@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "formats/checksum.h"
-#include "formats/convert.h"
+#include "tools/convert.h"
 
 namespace stoker::cli {
 namespace {

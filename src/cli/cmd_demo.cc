@@ -10,7 +10,7 @@
 #include "cli/pipeline_flags.h"
 #include "cli/progress.h"
 #include "core/thread_pool.h"
-#include "formats/synth.h"
+#include "tools/synth.h"
 
 namespace stoker::cli {
 namespace {

@@ -22,6 +22,7 @@ struct DoctorFlags {
   bool no_color = false;
   bool quiet = false;
   int max_findings = 5;
+  bool list_rules = false;
 };
 
 Status WriteOut(const std::string& path, const std::string& text) {
@@ -75,7 +76,10 @@ void RegisterDoctorCommands(CLI::App& app) {
       "doctor",
       "diagnose GPU starvation from PyTorch profiler traces (one per rank, or a folder), "
       "nvidia-smi/dcgmi logs, stoker watch samples and stoker pipeline metrics");
-  c->add_option("inputs", f->inputs, "trace/log/metrics files or folders")->required();
+  c->add_option("inputs", f->inputs, "trace/log/metrics files or folders");
+  c->add_flag("--list-rules", f->list_rules,
+              "print the verdict causes and finding rules with their thresholds and sources "
+              "(Markdown) and exit");
   c->add_option("--json", f->json, "write the report as JSON (schema stoker.doctor/1; - = stdout)");
   c->add_option("--html", f->html, "write a self-contained HTML report with charts");
   c->add_option("--md", f->md, "write a Markdown report (for an issue tracker)");
@@ -91,6 +95,16 @@ void RegisterDoctorCommands(CLI::App& app) {
   c->add_flag("-q,--quiet", f->quiet, "no terminal summary (only the files)");
   c->callback([f]() {
     SetAction([f]() {
+      if (f->list_rules) {
+        std::string t = doctor::RenderRulesMarkdown();
+        std::fwrite(t.data(), 1, t.size(), stdout);
+        return 0;
+      }
+      if (f->inputs.empty()) {
+        Fail(InvalidArgument("stoker doctor: give a trace, GPU log or metrics file or folder "
+                             "(or --list-rules)"));
+        return 2;
+      }
       doctor::DoctorOptions d;
       d.batch_size = f->batch_size;
       d.cpus = f->cpus;

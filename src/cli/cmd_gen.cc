@@ -2,7 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "formats/synth.h"
+#include "tools/synth.h"
 
 namespace stoker::cli {
 

@@ -31,5 +31,6 @@ void RegisterBenchFormatsCommand(CLI::App& bench);  // stoker bench formats --da
 void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD
 void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data DIR
 void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
+void RegisterOptionsCommand(CLI::App& app);  // stoker options (the pipeline options table)
 
 }  // namespace stoker::cli

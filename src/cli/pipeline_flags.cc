@@ -1,82 +1,85 @@
 #include "cli/pipeline_flags.h"
 
-#include <nlohmann/json.hpp>
+#include <cstdio>
 
 namespace stoker::cli {
 
-void AddPipelineFlags(CLI::App* cmd, PipelineFlags* f, bool with_data) {
-  if (with_data)
-    cmd->add_option("--data", f->data,
-                    "dataset: a folder (ImageFolder), shards (train-{000..099}.tar), or fmt:path")
-        ->required();
-  cmd->add_option("--batch", f->batch, "batch size")->capture_default_str();
-  cmd->add_option("--threads", f->threads, "worker threads: auto or N")->capture_default_str();
-  cmd->add_option("--prefetch", f->prefetch, "ready batches buffered: auto or N")
-      ->capture_default_str();
-  cmd->add_option("--rank", f->rank, "this process's rank (default: RANK, OMPI_*, SLURM_*)");
-  cmd->add_option("--world-size", f->world_size, "number of ranks");
-  cmd->add_option("--seed", f->seed, "shuffle and augmentation seed")->capture_default_str();
-  cmd->add_option("--on-error", f->on_error, "bad samples: fail (stop, name it) or skip (count)")
-      ->check(CLI::IsMember({"fail", "skip"}))
-      ->capture_default_str();
-  cmd->add_option("--mode", f->mode,
-                  "train (RandomResizedCrop+flip), val (Resize+CenterCrop), raw (bytes only)")
-      ->check(CLI::IsMember({"train", "val", "raw"}))
-      ->capture_default_str();
-  cmd->add_option("--layout", f->layout, "output: float (normalized CHW) or uint8 (HWC)")
-      ->check(CLI::IsMember({"float", "uint8"}))
-      ->capture_default_str();
-  cmd->add_option("--balance", f->balance, "equal batches per rank by: pad or drop")
-      ->check(CLI::IsMember({"pad", "drop"}))
-      ->capture_default_str();
-  cmd->add_option("--image-size", f->image_size, "output height and width")->capture_default_str();
-  cmd->add_flag("--no-shuffle", f->no_shuffle, "deliver samples in dataset order");
-  cmd->add_option("--shuffle-buffer", f->shuffle_buffer, "shuffle buffer (sharded formats)")
-      ->capture_default_str();
-  cmd->add_flag("--drop-last", f->drop_last, "drop the final partial batch");
-  cmd->add_flag("--fused", f->fused, "each thread runs all stages for its sample");
-  cmd->add_flag("--no-dct-scale", f->no_dct, "always decode JPEGs at full size");
-  cmd->add_flag("--no-region-decode", f->no_region, "decode whole JPEGs, not just the crop");
-  cmd->add_option("--memory-budget-mb", f->memory_mb, "batch + sample buffer budget (0 = auto)");
-  cmd->add_option("--cpu-budget", f->cpu_budget, "cores the pipeline may use (0 = all)");
+namespace {
+
+std::string HelpText(const OptionSpec& s) {
+  std::string h = s.doc;
+  if (!s.auto_doc.empty()) h += "; auto: " + s.auto_doc;
+  std::string range = s.range_text();
+  if (!range.empty() && s.type != OptionType::kEnum) h += " (" + range + ")";
+  if (!s.required) h += fmt::format(" [default: {}]", s.default_text.empty() ? "\"\"" : s.default_text);
+  return h;
 }
 
-static Result<int> ParseAuto(const std::string& s, const char* what) {
-  if (s == "auto") return 0;
-  try {
-    size_t used = 0;
-    int v = std::stoi(s, &used);
-    if (used != s.size() || v < 1) throw std::invalid_argument(s);
-    return v;
-  } catch (...) {
-    return InvalidArgument("--{} must be 'auto' or a positive integer, got '{}'", what, s);
+std::string TypeName(const OptionSpec& s) {
+  std::string t;
+  switch (s.type) {
+    case OptionType::kInt: t = "INT"; break;
+    case OptionType::kDouble: t = "FLOAT"; break;
+    case OptionType::kBytes: t = "SIZE"; break;
+    case OptionType::kFloats: t = "F,F,F"; break;
+    case OptionType::kRange: t = "MIN,MAX"; break;
+    case OptionType::kEnum: {
+      for (const auto& c : s.choices) {
+        if (!t.empty()) t += '|';
+        t += c;
+      }
+      t = "{" + t + "}";
+      break;
+    }
+    default: t = "TEXT";
+  }
+  return s.auto_doc.empty() ? t : "auto|" + t;
+}
+
+}  // namespace
+
+void AddPipelineFlags(CLI::App* cmd, PipelineFlags* f, bool with_data) {
+  for (const OptionSpec& s : PipelineOptionSchema()) {
+    if (s.name == "data" && !with_data) continue;
+    const std::string name = s.name;
+    if (s.type == OptionType::kBool) {
+      // --x sets true, --no-x false; the help line shows the one that changes the default.
+      std::string flags = s.cli_flag() + ",!--no-" + s.cli_flag().substr(2);
+      auto* opt = cmd->add_flag_function(
+          flags,
+          [f, name](int64_t count) { f->values.emplace_back(name, OptionValue::Bool(count > 0)); },
+          HelpText(s));
+      (void)opt;
+      continue;
+    }
+    auto add = [&](const std::string& flag, const std::string& unit) {
+      auto* opt = cmd->add_option_function<std::string>(
+          flag,
+          [f, name, unit](const std::string& text) {
+            const OptionSpec* spec = FindOption(name);
+            bool number = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+            auto v = ParseOptionText(*spec, unit.empty() || !number ? text : text + unit);
+            OptionValue val = v.ok() ? *v : OptionValue::String(text);
+            val.repr = fmt::format("'{}'", text);
+            if (v.ok() && v->kind != OptionValue::Kind::kString) val.repr = text;
+            f->values.emplace_back(name, std::move(val));
+          },
+          flag == s.cli_flag() ? HelpText(s)
+                               : fmt::format("old spelling of {}{}", s.cli_flag(),
+                                             unit.empty() ? "" : " (in " + unit + ")"));
+      opt->type_name(unit.empty() ? TypeName(s) : "auto|" + unit);
+      if (s.required && flag == s.cli_flag()) opt->required();
+      return opt;
+    };
+    add(s.cli_flag(), "");
+    for (const auto& a : s.aliases) add(a.flag, a.unit);
   }
 }
 
 Result<PipelineOptions> ToOptions(const PipelineFlags& f) {
-  PipelineOptions o;
-  o.data = f.data;
-  o.batch_size = f.batch;
-  STOKER_ASSIGN_OR_RETURN(o.threads, ParseAuto(f.threads, "threads"));
-  STOKER_ASSIGN_OR_RETURN(o.prefetch, ParseAuto(f.prefetch, "prefetch"));
-  o.rank = f.rank;
-  o.world_size = f.world_size;
-  o.seed = f.seed;
-  o.on_error = f.on_error == "skip" ? ErrorPolicy::kSkip : ErrorPolicy::kFail;
-  o.mode = f.mode == "val" ? DecodeMode::kVal : f.mode == "raw" ? DecodeMode::kRaw : DecodeMode::kTrain;
-  o.output.layout = f.layout == "uint8" ? OutputLayout::kUint8HWC : OutputLayout::kFloatCHW;
-  o.balance = f.balance == "drop" ? RankBalance::kDrop : RankBalance::kPad;
-  o.image_size = f.image_size;
-  o.shuffle = !f.no_shuffle;
-  o.shuffle_buffer = f.shuffle_buffer;
-  o.drop_last = f.drop_last;
-  o.fused = f.fused;
-  o.dct_scale = !f.no_dct;
-  o.region_decode = !f.no_region;
-  o.memory_budget = static_cast<int64_t>(f.memory_mb * 1e6);
-  o.cpu_budget = f.cpu_budget;
-  if (o.on_error == ErrorPolicy::kSkip) o.dataset.skip_bad_shards = true;
-  return o;
+  auto r = OptionsFromValues(f.values);
+  if (!r.ok()) return r.status().WithContext("bad flag");
+  return r;
 }
 
 std::string FormatStats(const PipelineStats& st) {
@@ -94,44 +97,40 @@ std::string FormatStats(const PipelineStats& st) {
   return out;
 }
 
-std::string StatsJson(const PipelineStats& st, const PipelineOptions& o, int epochs) {
-  nlohmann::json j;
-  j["samples_per_s"] = st.samples_per_s;
-  j["mb_per_s"] = st.mb_per_s;
-  j["samples"] = st.samples;
-  j["batches"] = st.batches;
-  j["epochs"] = epochs;
-  j["wall_s"] = st.wall_s;
-  j["batch_size"] = o.batch_size;
-  j["bottleneck"] = st.bottleneck;
-  j["threads"] = st.threads;
-  j["prefetch"] = st.prefetch;
-  j["autotune"] = st.autotune;
-  j["memory_budget_bytes"] = st.memory_budget;
-  j["buffer_bytes"] = st.buffer_bytes;
-  j["consumer_wait_s"] = st.consumer_wait_s;
-  j["consumer_wait_frac"] = st.consumer_wait_frac;
-  j["rank"] = st.rank.rank;
-  j["world_size"] = st.rank.world_size;
-  j["skipped"] = st.skipped;
-  j["skipped_items"] = st.skipped_items;
-  j["data"] = o.data;
-  auto& stages = j["stages"] = nlohmann::json::array();
-  for (const auto& s : st.stages) {
-    stages.push_back({{"name", s.name},
-                      {"threads", s.threads},
-                      {"items", s.items},
-                      {"bytes", s.bytes},
-                      {"busy_s", s.busy_s},
-                      {"cpu_s", s.cpu_s},
-                      {"busy_frac", s.busy_frac},
-                      {"wait_input_frac", s.wait_input_frac},
-                      {"wait_output_frac", s.wait_output_frac},
-                      {"queue_fill", s.queue_fill}});
-  }
-  auto& tuning = j["tuning"] = nlohmann::json::array();
-  for (const auto& t : st.tuning) tuning.push_back({{"t_s", t.t_s}, {"what", t.what}});
-  return j.dump(2);
+void RegisterOptionsCommand(CLI::App& app) {
+  struct Args {
+    bool markdown = false, json = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("options", "the pipeline's options: names, flags, defaults, ranges");
+  cmd->add_flag("--markdown", a->markdown, "print docs/options.md (generated from the table)");
+  cmd->add_flag("--json", a->json, "print the table as JSON");
+  cmd->callback([a] {
+    SetAction([a] {
+      if (a->markdown) {
+        std::fputs(OptionsMarkdown().c_str(), stdout);
+      } else if (a->json) {
+        std::printf("%s\n", OptionsJson().c_str());
+      } else {
+        std::string group;
+        for (const auto& s : PipelineOptionSchema()) {
+          if (s.group != group) {
+            group = s.group;
+            std::printf("%s%s:\n", group == PipelineOptionSchema().front().group ? "" : "\n",
+                        group.c_str());
+          }
+          std::string flags = s.cli_flag();
+          if (s.type == OptionType::kBool) flags += ", --no-" + flags.substr(2);
+          for (const auto& al : s.aliases) flags += ", " + al.flag;
+          std::printf("  %-18s %-36s %s\n", s.name.c_str(), flags.c_str(),
+                      s.required ? "(required)"
+                      : ("default " + (s.default_text.empty() ? "\"\"" : s.default_text)).c_str());
+        }
+        std::printf("\nstoker options --markdown: the full table (docs/options.md)\n");
+      }
+      return 0;
+    });
+  });
 }
 
 }  // namespace stoker::cli

@@ -35,6 +35,7 @@
 #include "core/status.h"
 #include "io/env.h"
 #include "telemetry/gpu_log.h"
+#include "telemetry/inputs.h"
 #include "telemetry/pipeline_metrics.h"
 #include "telemetry/trace.h"
 
@@ -83,14 +84,12 @@ struct DoctorInputs {
   DoctorOptions options;
 };
 
-struct LoadOptions {
-  telemetry::TraceReadOptions trace;
-  telemetry::GpuLogOptions gpu_log;
-};
+using LoadOptions = telemetry::InputReadOptions;
 
-// Reads files and folders (a folder: every *.json, *.json.gz, *.csv, *.log, *.txt in it,
-// sorted). The type of each file is sniffed from its content. A file that is none of the
-// known kinds, or is malformed, is an error naming the file (kInvalidArgument/kCorrupt).
+// Reads files and folders through telemetry::ReadInputs (telemetry/inputs.h: a folder is
+// every *.json, *.json.gz, *.csv, *.log, *.txt in it, sorted; the type of each file is
+// sniffed from its content). A file that is none of the known kinds, or is malformed, is an
+// error naming the file (kInvalidArgument/kCorrupt).
 Result<DoctorInputs> LoadInputs(Env* env, const std::vector<std::string>& paths,
                                 const LoadOptions& opts = {});
 
@@ -248,6 +247,18 @@ struct StepTiming {
 // Same input-pipeline rules and wording as Diagnose(); kInvalidArgument for an empty list
 // or inconsistent timings (data_wait_s > step_s, negative values).
 Result<Report> DiagnoseSteps(const std::vector<StepTiming>& steps, const DoctorOptions& opts = {});
+
+// The rule table, for `stoker doctor --list-rules` and docs/doctor.md: every finding with the
+// condition it fires on (thresholds filled in from `th`), the time its expected speedup
+// removes, and where the threshold comes from; and every cause that competes for the verdict.
+struct RuleInfo {
+  std::string id, applies_to, when, gain, source;
+};
+struct CauseInfo {
+  std::string verdict, applies_to, score, threshold, source;
+};
+std::vector<RuleInfo> ListRules(const Thresholds& th = {});
+std::vector<CauseInfo> ListCauses(const Thresholds& th = {});
 
 // Per-trace analysis (exposed for tests).
 RankReport AnalyzeTrace(const telemetry::TraceSummary& t, const DoctorOptions& opts);

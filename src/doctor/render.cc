@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "doctor/text.h"
+
 namespace stoker::doctor {
 namespace {
 
-std::string Pct(double f) { return fmt::format("{:.0f}%", f * 100); }
-std::string Ms(double s) {
-  if (s >= 10) return fmt::format("{:.1f} s", s);
-  if (s >= 1) return fmt::format("{:.2f} s", s);
-  if (s >= 0.01) return fmt::format("{:.0f} ms", s * 1e3);
-  return fmt::format("{:.1f} ms", s * 1e3);
-}
 std::string Gain(const Finding& f) {
-  return f.expected_speedup ? fmt::format("{:.2f}x", *f.expected_speedup) : std::string("-");
+  return f.expected_speedup ? X(*f.expected_speedup) : std::string("-");
 }
 
 struct Part {
@@ -678,6 +673,31 @@ std::string RenderHtml(const Report& r) {
   for (const auto& n : r.notes) h += "<li><i>" + Esc(n) + "</i></li>";
   h += "</ul></body></html>\n";
   return h;
+}
+
+std::string RenderCausesMarkdown(const Thresholds& th) {
+  std::string o = "| verdict | needs | score | threshold | source of the threshold |\n"
+                  "| --- | --- | --- | --- | --- |\n";
+  for (const auto& c : ListCauses(th)) {
+    o += fmt::format("| `{}` | {} | {} | {} | {} |\n", c.verdict, MdEsc(c.applies_to),
+                     MdEsc(c.score), MdEsc(c.threshold), MdEsc(c.source));
+  }
+  return o;
+}
+
+std::string RenderFindingRulesMarkdown(const Thresholds& th) {
+  std::string o;
+  o += "| finding | from | when | removed time for the gain | source |\n"
+       "| --- | --- | --- | --- | --- |\n";
+  for (const auto& r : ListRules(th)) {
+    o += fmt::format("| `{}` | {} | {} | {} | {} |\n", r.id, MdEsc(r.applies_to), MdEsc(r.when),
+                     r.gain.empty() ? "—" : MdEsc(r.gain), MdEsc(r.source));
+  }
+  return o;
+}
+
+std::string RenderRulesMarkdown(const Thresholds& th) {
+  return RenderCausesMarkdown(th) + "\n" + RenderFindingRulesMarkdown(th);
 }
 
 }  // namespace stoker::doctor

@@ -21,5 +21,10 @@ nlohmann::json ReportToJson(const Report& r);
 std::string RenderJson(const Report& r);  // pretty-printed ReportToJson
 std::string RenderMarkdown(const Report& r);
 std::string RenderHtml(const Report& r);
+// The verdict causes and the finding rules as Markdown tables (ListCauses, ListRules), as
+// `stoker doctor --list-rules` prints them and docs/doctor.md shows them.
+std::string RenderCausesMarkdown(const Thresholds& th = {});
+std::string RenderFindingRulesMarkdown(const Thresholds& th = {});
+std::string RenderRulesMarkdown(const Thresholds& th = {});  // both
 
 }  // namespace stoker::doctor

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "formats/memory_file.h"
+#include "io/memory_file.h"
 
 namespace stoker {
 namespace {

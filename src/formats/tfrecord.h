@@ -28,7 +28,7 @@
 
 #include "formats/dataset.h"
 #include "formats/example.h"
-#include "formats/file_cache.h"
+#include "io/file_cache.h"
 #include "formats/writer.h"
 
 namespace stoker {

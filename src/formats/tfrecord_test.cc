@@ -7,7 +7,7 @@
 
 #include "formats/checksum.h"
 #include "formats/formats_testing.h"
-#include "formats/memory_file.h"
+#include "io/memory_file.h"
 
 namespace stoker {
 namespace {

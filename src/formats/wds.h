@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/file_cache.h"
+#include "io/file_cache.h"
 #include "formats/tar.h"
 #include "formats/writer.h"
 

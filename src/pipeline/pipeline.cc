@@ -35,6 +35,7 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "pipeline/autotune.h"
+#include "pipeline/options_schema.h"
 #include "pipeline/plan.h"
 
 namespace stoker {
@@ -260,16 +261,8 @@ class PipelineImpl final : public Pipeline {
 
 Status PipelineImpl::Init() {
   clock_ = opts_.clock ? opts_.clock : Clock::Real();
-  if (opts_.batch_size < 1) return InvalidArgument("batch size must be >= 1, got {}", opts_.batch_size);
-  if (opts_.image_size < 8 || opts_.image_size > 8192)
-    return InvalidArgument("image size must be in [8, 8192], got {}", opts_.image_size);
-  if (opts_.threads < 0) return InvalidArgument("threads must be >= 0 (0 = auto)");
-  if (opts_.prefetch < 0) return InvalidArgument("prefetch must be >= 0 (0 = auto)");
-  if (opts_.flip_prob < 0 || opts_.flip_prob > 1)
-    return InvalidArgument("flip probability must be in [0, 1]");
-  if (opts_.rrc.scale_min <= 0 || opts_.rrc.scale_min > opts_.rrc.scale_max ||
-      opts_.rrc.ratio_min <= 0 || opts_.rrc.ratio_min > opts_.rrc.ratio_max)
-    return InvalidArgument("bad RandomResizedCrop scale/ratio ranges");
+  // Ranges and choices from the options table, with messages naming the option.
+  STOKER_RETURN_IF_ERROR(ValidatePipelineOptions(opts_));
   STOKER_ASSIGN_OR_RETURN(rank_, ResolveRank(opts_.rank, opts_.world_size));
   STOKER_ASSIGN_OR_RETURN(ds_, OpenDataset(opts_.data, opts_.dataset));
   plan_.shuffle = opts_.shuffle;

@@ -1,66 +1,46 @@
 #include "telemetry/pipeline_metrics.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
+
+#include "pipeline/stats_json.h"
 
 namespace stoker::telemetry {
 
-namespace {
-double Num(const nlohmann::json& o, const char* k, double def = 0) {
-  auto it = o.find(k);
-  if (it == o.end() || !it->is_number()) return def;
-  return it->get<double>();
-}
-// Counts from JSON doubles, clamped (a cast of an out-of-range double is undefined).
-int Int(double d) { return d > 0 && d < 1e9 ? static_cast<int>(d) : 0; }
-uint64_t U64(double d) { return d > 0 && d < 1.8e19 ? static_cast<uint64_t>(d) : 0; }
-}  // namespace
-
 bool LooksLikePipelineMetrics(std::string_view head) {
-  return head.find("\"stages\"") != head.npos && head.find("\"samples_per_s\"") != head.npos;
+  if (head.find("\"stages\"") != head.npos) return true;
+  // bench pipeline --json writes its keys sorted: a long skipped_items list can push
+  // "stages" past the sniffed head.
+  return head.find("\"samples_per_s\"") != head.npos &&
+         head.find("\"consumer_wait_frac\"") != head.npos;
 }
 
+// The file is PipelineStats' JSON (pipeline/stats_json.h reads it); this keeps what the
+// doctor uses and checks that the fractions are plausible.
 Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::string& name) {
-  auto j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) {
-    return Corrupt("{}: invalid JSON (pipeline metrics)", name);
-  }
-  if (!j.is_object()) return InvalidArgument("{}: pipeline metrics must be a JSON object", name);
-  const nlohmann::json* o = &j;
-  for (const char* k : {"pipeline", "stats"}) {
-    if (!o->contains("stages") && o->contains(k) && (*o)[k].is_object()) o = &(*o)[k];
-  }
-  if (!o->contains("stages") || !(*o)["stages"].is_array()) {
-    return InvalidArgument("{}: pipeline metrics without a \"stages\" array", name);
-  }
+  STOKER_ASSIGN_OR_RETURN(PipelineStats st, StatsFromJson(text, name));
   PipelineMetrics m;
   m.path = name;
-  m.samples_per_s = Num(*o, "samples_per_s");
-  m.samples = U64(Num(*o, "samples"));
-  m.wall_s = Num(*o, "wall_s");
-  m.threads = Int(Num(*o, "threads"));
-  m.cpus = Int(Num(*o, "cpus", Num(*o, "cpu_budget")));
-  m.consumer_wait_frac = Num(*o, "consumer_wait_frac");
-  if (auto it = o->find("bottleneck"); it != o->end() && it->is_string()) {
-    m.bottleneck = it->get<std::string>();
-  }
-  for (const auto& s : (*o)["stages"]) {
-    if (!s.is_object()) return InvalidArgument("{}: a stage is not an object", name);
-    StageMetrics st;
-    if (auto it = s.find("name"); it != s.end() && it->is_string()) st.name = it->get<std::string>();
-    st.items = U64(Num(s, "items"));
-    st.threads = Int(Num(s, "threads"));
-    st.busy_frac = Num(s, "busy_frac");
-    st.wait_input_frac = Num(s, "wait_input_frac");
-    st.wait_output_frac = Num(s, "wait_output_frac");
-    double cpu = Num(s, "cpu_s", -1);
-    st.cpu_s = std::isfinite(cpu) && cpu >= 0 ? cpu : -1;
-    if (st.busy_frac < 0 || st.busy_frac > 1.5 || st.wait_input_frac < 0 ||
-        st.wait_output_frac < 0) {
-      return InvalidArgument("{}: stage '{}' has fractions outside 0..1", name, st.name);
+  m.samples_per_s = st.samples_per_s;
+  m.samples = st.samples;
+  m.wall_s = st.wall_s;
+  m.threads = std::max(0, st.threads);
+  m.cpus = std::max(0, st.cpu_budget);
+  m.consumer_wait_frac = st.consumer_wait_frac;
+  m.bottleneck = st.bottleneck;
+  for (const auto& s : st.stages) {
+    StageMetrics sm;
+    sm.name = s.name;
+    sm.items = s.items;
+    sm.threads = std::max(0, s.threads);
+    sm.busy_frac = s.busy_frac;
+    sm.wait_input_frac = s.wait_input_frac;
+    sm.wait_output_frac = s.wait_output_frac;
+    sm.cpu_s = std::isfinite(s.cpu_s) && s.cpu_s >= 0 ? s.cpu_s : -1;
+    if (!(sm.busy_frac >= 0 && sm.busy_frac <= 1.5) || !(sm.wait_input_frac >= 0) ||
+        !(sm.wait_output_frac >= 0)) {
+      return InvalidArgument("{}: stage '{}' has fractions outside 0..1", name, sm.name);
     }
-    m.stages.push_back(std::move(st));
+    m.stages.push_back(std::move(sm));
   }
   if (m.stages.empty()) return InvalidArgument("{}: pipeline metrics with no stages", name);
   return m;

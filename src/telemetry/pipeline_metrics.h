@@ -35,7 +35,9 @@ struct PipelineMetrics {
 // `text` is the JSON object; it may also be nested under "pipeline" or "stats".
 Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::string& name);
 Result<PipelineMetrics> ReadPipelineMetrics(Env* env, const std::string& path);
-// True when the JSON head looks like pipeline metrics (has "stages" and "samples_per_s").
+// True when a JSON object's head looks like pipeline metrics: it has "stages", or (keys
+// sorted, "stages" beyond the head) "samples_per_s" and "consumer_wait_frac". Telemetry's
+// SniffInput (inputs.h) asks this after ruling out a trace object.
 bool LooksLikePipelineMetrics(std::string_view head);
 
 }  // namespace stoker::telemetry

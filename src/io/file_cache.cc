@@ -1,4 +1,4 @@
-#include "formats/file_cache.h"
+#include "io/file_cache.h"
 
 namespace stoker {
 

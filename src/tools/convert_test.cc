@@ -1,4 +1,4 @@
-#include "formats/convert.h"
+#include "tools/convert.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "formats/synth.h"
+#include "tools/synth.h"
 
 #include <gtest/gtest.h>
 

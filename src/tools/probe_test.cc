@@ -1,4 +1,4 @@
-#include "io/probe.h"
+#include "tools/probe.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "formats/format_bench.h"
+#include "tools/format_bench.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "formats/convert.h"
+#include "tools/convert.h"
 
 #include <algorithm>
 #include <atomic>

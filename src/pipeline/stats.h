@@ -1,0 +1,58 @@
+// What a pipeline measured (Pipeline::Stats()), as plain structs: the engine fills them,
+// stats_json.h writes and reads them (`bench pipeline --json`, Python's stats(), the
+// doctor's pipeline input). No dependencies, so telemetry can read them without the engine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+// Where this process sits among the ranks (ResolveRank in pipeline.h).
+struct RankInfo {
+  int rank = 0, world_size = 1;
+  std::string source;  // "options", "RANK/WORLD_SIZE", "OMPI_COMM_WORLD_*", "SLURM_*", "default"
+};
+
+struct StageStats {
+  std::string name;
+  int threads = 0;
+  uint64_t items = 0;
+  uint64_t bytes = 0;
+  double busy_s = 0;         // wall time spent working (summed over threads)
+  double cpu_s = 0;          // thread CPU time spent working
+  double wait_input_s = 0;   // blocked because the input was empty
+  double wait_output_s = 0;  // blocked because the output was full (backpressure)
+  double queue_fill = 0;     // mean fill of the stage's input queue, 0..1
+  // Fractions of (threads x wall time).
+  double busy_frac = 0, wait_input_frac = 0, wait_output_frac = 0;
+};
+
+struct TuningEvent {
+  double t_s = 0;
+  std::string what;  // "decode threads 1 -> 2", "prefetch 2 -> 4"
+};
+
+struct PipelineStats {
+  double wall_s = 0;
+  uint64_t samples = 0, batches = 0, bytes_read = 0;
+  double samples_per_s = 0, mb_per_s = 0;
+  std::vector<StageStats> stages;  // read, decode, augment, batch
+  std::string bottleneck;          // stage name, or "consumer" when the pipeline waits on it
+  double consumer_wait_s = 0;      // time Next() blocked: the GPU-starvation time
+  double consumer_wait_frac = 0;
+  int threads = 0;                 // stage threads active at the end
+  int prefetch = 0;
+  int64_t memory_budget = 0;
+  int cpu_budget = 0;              // cores the threads were sized for (0: not recorded)
+  std::string budget_source;       // how the budgets were chosen ("options", the node share)
+  int64_t buffer_bytes = 0;        // batch and sample buffer memory held
+  uint64_t skipped = 0;
+  std::vector<std::string> skipped_items;  // "key (location): reason"
+  std::vector<TuningEvent> tuning;
+  bool autotune = false;
+  RankInfo rank;
+};
+
+}  // namespace stoker
