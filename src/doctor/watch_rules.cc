@@ -393,7 +393,10 @@ Result<Report> DiagnoseWatch(const DoctorInputs& in, const ProbeFacts& probe) {
   const Thresholds& th = in.options.thresholds;
   Report rep;
   bool from_probe = false;
-  if (!in.traces.empty() || probe.ranks.empty()) {
+  bool nothing = in.traces.empty() && in.gpu_logs.empty() && in.pipelines.empty();
+  if (nothing && probe.ranks.empty()) {
+    rep.inputs.push_back("stoker watch probe (no DataLoader steps)");
+  } else if (!in.traces.empty() || probe.ranks.empty()) {
     STOKER_ASSIGN_OR_RETURN(rep, Diagnose(in));
   } else {
     std::vector<StepTiming> all;
