@@ -108,34 +108,24 @@ class _Meter:
         out["collate_fn"] = getattr(getattr(loader, "collate_fn", None), "__name__", None)
         return out
 
-    def before(self, t0):
-        if self.last_ret is not None:
-            self.wait.append(self.open_wait)
-            self.compute.append(t0 - self.last_ret)
-            self.last_ret = None
-        ev = None
-        if self.events is not None:
-            ev = self.events.on_call()
-        elif self.probe.cuda_ready():
-            self.events = _Events(self.probe.torch)
-            ev = self.events.on_call()
-        return ev
-
-    def after(self, t0, t1, it, ev):
-        self.open_wait = t1 - t0
-        self.last_ret = t1
-        self.steps += 1
-        if ev is not None:
-            self.events.on_return(ev)
-            self.events.resolve()
-        if self.steps == 1 or (self.steps & 63) == 0:
-            ws = getattr(it, "_workers", None)
-            if ws:
-                pids = tuple(getattr(w, "pid", None) for w in ws)
-                if pids != self.workers:
-                    self.workers = pids
-                    self.probe.emit({"kind": "workers", "loader": self.id,
-                                     "pids": [p for p in pids if p]})
+    def every_64(self, it, t1):
+        """The slow path, on the first two steps and every 64th: CUDA events once CUDA is
+        initialized, the worker PIDs, the first report as soon as the loop has begun."""
+        probe = self.probe
+        if probe.t_first is None:
+            probe.t_first = t1
+        if self.events is None and probe.cuda_ready():
+            self.events = _Events(probe.torch)
+        ws = getattr(it, "_workers", None)
+        if ws:
+            pids = tuple(getattr(w, "pid", None) for w in ws)
+            if pids != self.workers:
+                self.workers = pids
+                probe.emit({"kind": "workers", "loader": self.id,
+                            "pids": [p for p in pids if p]})
+        if self.steps == 2:
+            probe.last_flush = t1
+            probe.flush()
 
     def epoch_end(self, t0):
         if self.last_ret is not None:
@@ -370,11 +360,17 @@ def _patch_dataloader(mod):
             probe.emit({"kind": "error", "error": f"probe: {type(e).__name__}: {e}"})
 
     def __next__(self):
+        # The hot path: two clock reads and a few attribute updates per step; everything
+        # else (CUDA check, worker PIDs, the report file) every 64 steps or on a timer.
         m = self.__dict__.get("_stoker_meter")
         if m is None or m.gen != probe.gen:  # none, or the parent's (in a forked worker)
             return orig_next(self)
         t0 = clock()
-        ev = m.before(t0)
+        if m.last_ret is not None:
+            m.wait.append(m.open_wait)
+            m.compute.append(t0 - m.last_ret)
+            m.last_ret = None
+        ev = m.events.on_call() if m.events is not None else None
         if probe.profiler is not None and (probe.driver is None or probe.driver is m):
             probe.driver = m
             probe.profiler.on_step(m.steps, t0, probe.t_first)
@@ -384,10 +380,15 @@ def _patch_dataloader(mod):
             m.epoch_end(t0)
             raise
         t1 = clock()
-        if probe.t_first is None:
-            probe.t_first = t1
-        m.after(t0, t1, self, ev)
-        if t1 - probe.last_flush >= FLUSH_S or m.steps == 2:  # the 2nd: the loop has begun
+        m.open_wait = t1 - t0
+        m.last_ret = t1
+        m.steps += 1
+        if ev is not None:
+            m.events.on_return(ev)
+            m.events.resolve()
+        if m.steps <= 2 or not m.steps & 63:
+            m.every_64(self, t1)
+        if t1 - probe.last_flush >= FLUSH_S:
             probe.last_flush = t1
             probe.flush()
         return data

@@ -564,6 +564,17 @@ int Watch(const WatchFlags& f) {
 
 }  // namespace
 
+int RunWatch(const std::vector<std::string>& command, const std::string& out,
+             const std::string& json, const std::string& profile_steps, int max_findings) {
+  WatchFlags f;
+  f.command = command;
+  f.out = out;
+  f.json = json;
+  f.profile_steps = profile_steps;
+  f.max_findings = max_findings;
+  return Watch(f);
+}
+
 void RegisterWatchCommand(CLI::App& app) {
   auto f = std::make_shared<WatchFlags>();
   CLI::App* c = app.add_subcommand(

@@ -61,6 +61,7 @@ def main():
                     help="os._exit(5) after this many seconds of training (no clean-up)")
     ap.add_argument("--forever", action="store_true", help="loop until killed")
     ap.add_argument("--exit-code", type=int, default=0)
+    ap.add_argument("--report", help="write {steps, loop_s} of the training loop here (bench)")
     a = ap.parse_args()
 
     rank = 0
@@ -100,6 +101,11 @@ def main():
                 os._exit(5)
         print(f"epoch {epoch} loss {loss.item():.3f}", flush=True)
         epoch += 1
+    loop_s = time.perf_counter() - t0
+    if a.report:
+        import json
+        with open(a.report, "w") as f:
+            json.dump({"steps": a.steps * a.epochs, "loop_s": loop_s}, f)
     if prof is not None:
         prof.stop()
     if a.ddp:
