@@ -94,15 +94,15 @@ bool RunTorchHalf(const DemoArgs& a, const std::string& work, DemoRun* r, std::s
     return false;
   }
   const int workers = 2;
+  // The profiler window: a few steps after the first (warm-up), inside the epoch.
+  int nsteps = static_cast<int>(a.count / std::max(1, a.batch));
+  int first = 1 + nsteps / 5, last = std::min(nsteps, first + 4);
+  std::string window = last > first ? fmt::format("{}:{}", first, last) : "";
   std::printf("1. The usual setup: a PyTorch DataLoader (torchvision ImageFolder, "
               "RandomResizedCrop 224, flip, normalize; num_workers=%d, batch %d) in front of "
               "the emulated step, run unchanged under `stoker watch --profile-steps %s`:\n\n",
               workers, a.batch, window.c_str());
   std::fflush(stdout);
-  // The profiler window: a few steps after the first (warm-up), inside the epoch.
-  int steps = static_cast<int>(a.count / std::max(1, a.batch));
-  int first = 1 + steps / 5, last = std::min(steps, first + 4);
-  std::string window = last > first ? fmt::format("{}:{}", first, last) : "";
   std::string json = work + "/watch.json";
   std::remove(json.c_str());
   int rc = RunWatch({side.python, side.package_dir + "/demo_torch.py", a.dir, "--batch",
