@@ -110,8 +110,8 @@ def test_verdict_with_the_profiler_window(tmp_path, name):
     assert len(traces) == 1 and os.path.exists(traces[0])
     assert rep["ranks"][0]["steps"] >= 5  # the window's steps, from the trace
     assert any("(trace" in i or "trace" in i for i in rep["inputs"]), rep["inputs"]
-    if verdict == "compute_bound":  # not input-bound ("healthy": mostly fed)
-        assert rep["verdict"]["primary"] in ("compute_bound", "healthy"), rep["verdict"]
+    if verdict == "compute_bound":  # not input-bound (the trace may find host overhead)
+        assert rep["verdict"]["primary"] != "input_bound", rep["verdict"]
         assert rep["breakdown"]["data_wait_frac"] < 0.20
     else:
         assert rep["verdict"]["primary"] == verdict, rep["verdict"]

@@ -186,8 +186,10 @@ std::optional<Finding> RuleStorage(const ProbeFacts& p, const Thresholds& th) {
 std::optional<Finding> RuleMainProcess(const ProbeFacts& p, const Thresholds& th) {
   double each = LoaderDemandEach(p);
   double main = Known(p.main_demand) ? p.main_demand : p.main_cores;
+  // On a contended machine the training process's demand is mostly waiting for a CPU after
+  // each wake-up: that is input.cpu_contention, not this.
   if (!Waits(p, th) || p.num_workers <= 0 || !Known(each) || each >= kBusy || StorageSigns(p) ||
-      !Known(main) || main < kMainBusy)
+      !Known(main) || main < kMainBusy || Contended(p))
     return std::nullopt;
   Finding f;
   f.id = "input.main_process";
