@@ -52,6 +52,18 @@ fi
   echo "[deps] installing PyPI package: holistictraceanalysis"
   "$VENV/bin/pip" install -q holistictraceanalysis "numpy<2" "pandas<3"
 }
+# Token pipelines (docs/tokens.md): Hugging Face tokenizers and datasets for the interop
+# tests and the tokenizer (pyarrow pinned so datasets does not upgrade it past the C++
+# headers the Parquet format was built with); megatron-core WITHOUT its dependencies (they
+# pull a new torch): the tests load only its dataset modules (indexed_dataset, helpers_cpp).
+"$VENV/bin/python" -c "import tokenizers, datasets" 2>/dev/null || {
+  echo "[deps] installing PyPI packages: tokenizers datasets"
+  "$VENV/bin/pip" install -q tokenizers datasets "pyarrow<21" "numpy<2"
+}
+"$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('megatron') is None)" || {
+  echo "[deps] installing PyPI package: megatron-core (--no-deps)"
+  "$VENV/bin/pip" install -q --no-deps megatron-core
+}
 # Debian's torch 1.13 is built against NumPy 1.x: NumPy 2 in the venv breaks tensor.numpy()
 # and every extension built with Debian's pybind11 2.10. Keep (or put back) NumPy < 2.
 "$VENV/bin/python" -c "import numpy, sys; sys.exit(int(numpy.__version__.split('.')[0]) >= 2)" || {

@@ -16,6 +16,7 @@
 #include "cuda_host.h"
 #include "errors.h"
 #include "options.h"
+#include "tokens.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/stats_json.h"
 
@@ -221,6 +222,7 @@ PYBIND11_MODULE(_stoker, m) {
   using namespace stoker::py;
   m.doc() = "stoker's C++ engine (use the `stoker` package, not this module directly)";
   RegisterErrors(m);
+  RegisterTokens(m);
 
   pyb::class_<PyPipeline>(m, "Pipeline")
       .def(pyb::init<const pyb::dict&>(), "options"_a)

@@ -30,6 +30,7 @@ from ._errors import (  # noqa: F401
     extension_error,
 )
 from .pipeline import Pipeline, resolve_rank  # noqa: F401
+from .tokens import TokenPipeline, TokenStore, blend_indices, write_tokens  # noqa: F401
 from .tune import TuneResult, tune_dataloader  # noqa: F401
 from .verdict import Verdict, diagnose_steps  # noqa: F401
 from .watch import Watch, watch  # noqa: F401
@@ -38,6 +39,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Pipeline",
+    "TokenPipeline",
+    "TokenStore",
+    "write_tokens",
+    "blend_indices",
     "watch",
     "Watch",
     "tune_dataloader",

@@ -59,10 +59,19 @@ def main(argv=None):
     dl.add_argument("--json", help="write the report as JSON here")
     dl.add_argument("--svg", help="write the chart as SVG here")
     dl.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
+    tk = sub.add_parser("tokenize", help="text:SRC tokens:DST (stoker convert runs this)")
+    tk.add_argument("src")
+    tk.add_argument("dst")
+    tk.add_argument("--resume", action="store_true")
+    tk.add_argument("--threads", type=int, default=0, help="worker processes (default: cores)")
+    vt = sub.add_parser("verify-tokens", help="recompute a tokenized corpus's manifest")
+    vt.add_argument("dst")
     try:
         a = ap.parse_args(argv)
     except SystemExit as e:
         return 0 if e.code == 0 else 2
+    if a.cmd in ("tokenize", "verify-tokens"):
+        return _tokens_command(a)
     try:
         ds = _load_dataset(a.script, a.dataset)
         r = tune_dataloader(ds, a.batch_size, time_budget=a.time, num_workers=a.workers,
@@ -79,6 +88,33 @@ def main(argv=None):
     if a.svg:
         r.svg(a.svg)
     return 0 if r.recommended is not None else 1
+
+
+def _tokens_command(a):
+    from . import tokenize as tz
+    from ._errors import StokerError
+
+    try:
+        if a.cmd == "tokenize":
+            m = tz.tokenize(a.src, a.dst, resume=a.resume, workers=a.threads)
+            if m.get("already_complete"):
+                print(f"{a.dst}: already complete")
+            print(f"{m['documents']} documents, {m['tokens']} tokens in {len(m['shards'])} "
+                  f"shards, {m['skipped']} skipped, checksum {m['checksum']}")
+            return 0
+        ok, problems, m = tz.verify(a.dst)
+    except StokerError as e:
+        print(f"stoker: {e}", file=sys.stderr)
+        return 1 if type(e).__name__ == "CorruptDataError" else 2
+    except (ValueError, OSError) as e:
+        print(f"stoker: {e}", file=sys.stderr)
+        return 2
+    if not ok:
+        for p in problems:
+            print(f"stoker: verify: {p}", file=sys.stderr)
+        return 1
+    print(f"ok: {m['documents']} documents, {m['tokens']} tokens, checksum {m['checksum']}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ INPUT_VERDICT = 0.20
 
 @dataclasses.dataclass
 class Verdict:
-    kind: str          # the doctor's verdict name: "input_bound", "healthy", "compute_bound"
+    kind: str          # the doctor's verdict name: "input_bound", "healthy", "compute_bound",
+                       # "unknown" (no steps measured)
     headline: str      # one sentence, as `stoker doctor` prints it
     evidence: list     # the numbers behind it
     fixes: list        # what to change
@@ -121,7 +122,9 @@ def diagnose_steps(wait_s, compute_s, *, batch_size=None, cpus=None):
         raise bad_argument("step times must be >= 0")
     pairs = [(w, c) for w, c in zip(wait_s, compute_s) if w + c > 0]
     if not pairs:
-        return Verdict("no_data", "No steps measured yet.", [], [], 0.0,
+        # The doctor's `unknown` verdict: no evidence, and what to record next.
+        return Verdict("unknown", "Unknown: no steps measured yet.", [],
+                       ["Record next: time a few training steps (iterate the loader)."], 0.0,
                        "doctor" if doctor_available() else "fallback")
     wait_s, compute_s = [p[0] for p in pairs], [p[1] for p in pairs]
     if cpus is None:

@@ -185,7 +185,7 @@ def test_diagnose_steps_validates():
     v = stoker.diagnose_steps([0.5, 0.5], [0.1, 0.1])
     assert v.kind == "input_bound" and v.input_frac == pytest.approx(0.5 / 0.6)
     assert v.source in ("doctor", "fallback")
-    assert stoker.diagnose_steps([], []).kind == "no_data"
+    assert stoker.diagnose_steps([], []).kind == "unknown"
 
 
 @pytest.mark.skipif(not stoker.verdict.doctor_available(),

@@ -64,6 +64,9 @@ void RegisterBenchReadCommand(CLI::App& bench) {
       auto* wds = dynamic_cast<const WdsDataset*>(&ds);
       auto* tfr = dynamic_cast<const TFRecordDataset*>(&ds);
       if (!wds && !tfr) return Fail(InvalidArgument("bench read supports wds and tfrecord"));
+      // Raw byte ranges exist only where the format has random access (not gzip shards).
+      if (Status ra = ds.CheckRandomAccess(); !ra.ok())
+        return Fail(ra.WithContext("bench read"));
       for (uint64_t i = 0; i < n; ++i) {
         if (wds) {
           wds->ByteRange(i, &ranges[i].shard, &ranges[i].begin, &ranges[i].end);

@@ -72,6 +72,9 @@ void RegisterConvertCommands(CLI::App& app) {
     c->add_flag("--skip-bad-shards", a->skip_bad, "keep the readable part of damaged shards");
     c->callback([a] {
       SetAction([a]() -> int {
+        if (a->src.rfind("text:", 0) == 0 && a->dst.rfind("tokens:", 0) == 0)  // docs/tokens.md
+          return ForwardToPython({"tokenize"}, {"--threads=" + std::to_string(a->threads),
+                                                a->resume ? "--resume" : "--", a->src, a->dst});
         ConvertOptions o;
         auto sz = ParseSize(a->shard_size);
         if (!sz.ok()) return Fail(sz.status());
@@ -124,6 +127,9 @@ void RegisterConvertCommands(CLI::App& app) {
     v->add_option("--threads", *threads, "reader threads");
     v->callback([dst, threads] {
       SetAction([dst, threads]() -> int {
+        if (dst->rfind("tokens:", 0) == 0 ||  // a tokenized corpus (docs/tokens.md)
+            Env::Default()->FileExists(JoinPath(*dst, "stoker-token-manifest.json")))
+          return ForwardToPython({"verify-tokens"}, {*dst});
         Progress bar("verify", 0);
         uint64_t last_total = 0;
         auto r = Verify(*dst, nullptr, *threads, [&](uint64_t done, uint64_t total) {

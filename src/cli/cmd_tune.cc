@@ -24,6 +24,8 @@
 namespace stoker::cli {
 namespace {
 
+}  // namespace
+
 int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args) {
   PythonSide side = FindPythonSide(/*need_package=*/false);
   const std::string& python = side.python;
@@ -45,14 +47,13 @@ int ForwardToPython(const std::vector<std::string>& what, std::vector<std::strin
     ::execv(argv[0], argv.data());
   }
   std::fprintf(stderr,
-               "stoker: cannot run %s (%s, %s): the DataLoader tuner is Python "
-               "(stoker.tune_dataloader); install the package (pip install .) or set "
-               "STOKER_PYTHON to an interpreter that can import stoker and torch\n",
-               python.c_str(), side.how.c_str(), std::strerror(errno));
+               "stoker: cannot run %s (%s, %s): `stoker %s` runs in Python; install the "
+               "package (pip install .) or set STOKER_PYTHON to an interpreter that can "
+               "import stoker\n",
+               python.c_str(), side.how.c_str(), std::strerror(errno),
+               what.empty() ? "" : what[0].c_str());
   return 2;
 }
-
-}  // namespace
 
 void RegisterTuneCommands(CLI::App& app) {
   CLI::App* tune = app.add_subcommand("tune", "find settings: a PyTorch DataLoader's");

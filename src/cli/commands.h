@@ -39,6 +39,10 @@ void RegisterBenchFormatsCommand(CLI::App& bench);  // stoker bench formats --da
 void RegisterDoctorCommands(CLI::App& app);  // stoker doctor FILES..., stoker watch -- CMD
 void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data DIR
 void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
+void RegisterBenchTokensCommand(CLI::App& bench);  // stoker bench tokens --data SPEC
+// Replaces the process with `<python> -m stoker WHAT... ARGS...` (cmd_tune.cc); returns
+// only on failure, with the exit code.
+int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args);
 void RegisterOptionsCommand(CLI::App& app);  // stoker options (the pipeline options table)
 
 }  // namespace stoker::cli

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterDoctorCommands(app);
   stoker::cli::RegisterBenchDecodeCommand(*bench);
   stoker::cli::RegisterTuneCommands(app);
+  stoker::cli::RegisterBenchTokensCommand(*bench);
   stoker::cli::RegisterOptionsCommand(app);
   try {
     app.parse(argc, argv);

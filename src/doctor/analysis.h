@@ -129,6 +129,8 @@ const std::vector<Cause>& Causes();
 void SelectVerdict(const Analysis& a);
 // rep->summary, from the verdict and the sorted findings (step 4).
 void WriteSummary(const Analysis& a);
+// What to record for a verdict, when the inputs have no evidence (the unknown verdict).
+std::string RecordNext(const Analysis& a);
 // The notes that depend on the inputs' kinds, before and after the verdict.
 void AddInputNotes(const Analysis& a);
 void AddVerdictNotes(const Analysis& a);

@@ -49,9 +49,10 @@ enum class Verdict {
   kHostBound,
   kThrottled,
   kHealthy,
-  kUnknown,  // no evidence either way (stoker watch without GPU samples, steps or a trace)
+  kUnknown,  // no evidence about where the time goes (e.g. host samples only): the report
+             // says what to record next
 };
-const char* VerdictName(Verdict v);  // "input_bound", "compute_bound", ...
+const char* VerdictName(Verdict v);  // "input_bound", "compute_bound", ..., "unknown"
 
 struct Thresholds {
   double input_warn = 0.05;         // TensorBoard plugin R1: DataLoader / step > 5%

@@ -652,8 +652,13 @@ TEST(Doctor, HostOnlySamplesSayTheGpuWasNotSeen) {
   in.gpu_logs.push_back(log);
   auto r = Diagnose(in);
   ASSERT_TRUE(r.ok());
+  // No evidence: the verdict says so (never healthy), with what to record next.
+  EXPECT_EQ(r->primary, Verdict::kUnknown);
   EXPECT_LE(r->confidence, 0.3);
-  EXPECT_NE(r->summary.find("No GPU samples"), std::string::npos) << r->summary;
+  EXPECT_NE(r->summary.find("no GPU samples"), std::string::npos) << r->summary;
+  EXPECT_NE(r->summary.find("Record next"), std::string::npos) << r->summary;
+  ASSERT_EQ(r->findings.size(), 1u);
+  EXPECT_EQ(r->findings[0].id, "evidence.missing");
   EXPECT_NE(r->summary.find("1.5 of 2 cores"), std::string::npos) << r->summary;
   std::string html = RenderHtml(*r);
   EXPECT_NE(html.find("CPU cores busy"), std::string::npos);

@@ -265,7 +265,9 @@ std::string RenderText(const Report& r, const TextOptions& o) {
   if (!r.gpu_logs.empty()) what += (what.empty() ? "" : ", ") + fmt::format("{} GPU log(s)", r.gpu_logs.size());
   if (r.pipeline) what += (what.empty() ? "" : ", ") + std::string("pipeline metrics");
   out += bold("stoker doctor") + "  (" + what + ")\n";
-  const char* vc = r.primary == Verdict::kHealthy || r.primary == Verdict::kComputeBound ? "32" : "31";
+  const char* vc = r.primary == Verdict::kHealthy || r.primary == Verdict::kComputeBound ? "32"
+                   : r.primary == Verdict::kUnknown                                      ? "33"
+                                                                                        : "31";
   out += "\n  " + bold(col(std::string(VerdictName(r.primary)), vc)) +
          fmt::format("  confidence {:.2f}\n", r.confidence);
   for (const auto& l : Wrap(r.summary, 96)) out += "  " + l + "\n";
@@ -586,7 +588,7 @@ std::string RenderHtml(const Report& r) {
        "body{font:14px/1.45 system-ui,sans-serif;max-width:880px;margin:24px auto;color:#222}"
        "h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}"
        ".verdict{font-size:18px;padding:10px 14px;border-radius:6px;background:#fdecea}"
-       ".ok{background:#e8f5e9}.ax{font-size:11px;fill:#555}.axl{stroke:#999}"
+       ".ok{background:#e8f5e9}.unknown{background:#fff8e1}.ax{font-size:11px;fill:#555}.axl{stroke:#999}"
        ".step{stroke:#333;stroke-dasharray:3,3}"
        ".legend span{margin-right:12px;font-size:12px}.legend i{display:inline-block;width:10px;"
        "height:10px;margin-right:4px;vertical-align:middle}"
@@ -597,7 +599,8 @@ std::string RenderHtml(const Report& r) {
   h += "<h1>stoker doctor</h1>\n";
   bool ok = r.primary == Verdict::kHealthy || r.primary == Verdict::kComputeBound;
   h += fmt::format("<div class=\"verdict{}\"><b>{}</b> &middot; confidence {:.2f}<br>{}</div>\n",
-                   ok ? " ok" : "", VerdictName(r.primary), r.confidence, Esc(r.summary));
+                   ok ? " ok" : (r.primary == Verdict::kUnknown ? " unknown" : ""),
+                   VerdictName(r.primary), r.confidence, Esc(r.summary));
   if (r.has_trace) {
     h += fmt::format("<p>Step time <b>{}</b>, {:.2f} steps/s", Esc(Ms(r.step_s)), r.steps_per_s);
     if (r.batch_size > 0) h += fmt::format(", {:.0f} samples/s", r.samples_per_s);

@@ -677,6 +677,31 @@ std::optional<Finding> ComputeBound(const Analysis& a, const GpuLogReport* log) 
   return f;
 }
 
+std::optional<Finding> EvidenceMissing(const Analysis& a, const GpuLogReport* log) {
+  const Report& rep = *a.rep;
+  if (rep.primary != Verdict::kUnknown) return std::nullopt;
+  Finding f;
+  f.id = "evidence.missing";
+  f.severity = "info";
+  f.title = "Nothing in the inputs shows where the step time goes";
+  if (!rep.gpu_logs.empty()) {
+    const GpuLogReport& g = rep.gpu_logs.front();
+    f.evidence = fmt::format(
+        "{}: {} samples over {:.0f} s with no GPU utilization (no GPU or driver while "
+        "sampling){}; no profiler trace.",
+        g.path, g.samples, g.duration_s,
+        std::isnan(g.proc_cpu_cores_mean)
+            ? std::string()
+            : fmt::format(", the process tree used {:.1f}{} cores on average",
+                          g.proc_cpu_cores_mean,
+                          std::isnan(g.cpus) ? std::string() : fmt::format(" of {:.0f}", g.cpus)));
+  } else {
+    f.evidence = "The traces have no step windows to break down.";
+  }
+  f.fix = RecordNext(a);
+  return f;
+}
+
 }  // namespace
 
 const std::vector<Rule>& Rules() {
@@ -753,6 +778,9 @@ const std::vector<Rule>& Rules() {
     // After the verdict.
     {"compute.bound", RuleScope::kVerdict, "the compute_bound verdict on a trace", "",
      "stoker", &ComputeBound},
+    {"evidence.missing", RuleScope::kVerdict,
+     "the unknown verdict: no trace with steps, no GPU utilization sample, no pipeline metrics",
+     "", "stoker", &EvidenceMissing},
   };
   // clang-format on
   return kRules;

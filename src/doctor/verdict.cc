@@ -94,6 +94,9 @@ std::vector<CauseInfo> ListCauses(const Thresholds& th) {
                  "stoker; 5% is TensorBoard plugin R1"});
   out.push_back({"healthy", "no cause at its threshold", "(no single bottleneck; smaller "
                  "findings may remain)", "", ""});
+  out.push_back({"unknown", "no evidence: no trace with steps, no GPU utilization sample, no "
+                 "pipeline metrics (e.g. stoker watch without a GPU)",
+                 "(nothing is scored; the report says what to record next)", "", ""});
   return out;
 }
 
@@ -120,6 +123,13 @@ void SelectVerdict(const Analysis& a) {
   }
   double compute_share =
       rep.has_trace ? B.compute : (std::isnan(a.util_mean) ? 0 : a.util_mean / 100.0);
+  if (!a.evidence()) {
+    // Nothing says where the time goes (host samples only, no step measured): neither a
+    // bottleneck nor its absence can be claimed.
+    rep.primary = Verdict::kUnknown;
+    rep.confidence = 0;
+    return;
+  }
   if (best != nullptr) {
     rep.primary = best->v;
     double c = 0.55 + 0.35 * std::min(1.0, best->norm() - 1.0);
@@ -152,6 +162,16 @@ void SelectVerdict(const Analysis& a) {
       rep.pipeline->consumer_wait_frac >= 0.95) {
     rep.confidence = std::min(rep.confidence, 0.5);  // a benchmark says nothing of the model
   }
+}
+
+std::string RecordNext(const Analysis& a) {
+  return "Record next: a profiler trace of a few training steps (torch.profiler with "
+         "schedule=... and prof.step(), or stoker watch --trace DIR) for the breakdown" +
+         std::string(a.rep->gpu_logs.empty() || a.any_util
+                         ? ""
+                         : ", and GPU samples where the job trains on the GPU (nvidia-smi "
+                           "--query-gpu=... or stoker watch on that machine)") +
+         ".";
 }
 
 void WriteSummary(const Analysis& a) {
@@ -229,7 +249,8 @@ void WriteSummary(const Analysis& a) {
       rep.summary = fmt::format("Throttled: the GPU clocks are throttled in {} of busy samples.",
                                 Pct(throttled));
       break;
-    case Verdict::kUnknown:  // never chosen here (watch_rules.cc sets it)
+    case Verdict::kUnknown:
+      rep.summary = "Unknown: nothing in these inputs shows where the time goes. " + RecordNext(a);
       break;
     case Verdict::kHealthy:
       rep.summary = rep.has_trace
@@ -250,12 +271,13 @@ void WriteSummary(const Analysis& a) {
                                : "Healthy: no bottleneck visible in these inputs.");
       break;
   }
-  if (!rep.has_trace && !rep.pipeline && !rep.gpu_logs.empty() && !a.any_util) {
+  if (rep.primary == Verdict::kUnknown && rep.has_trace) {
+    rep.summary = "Unknown: the traces have no step to break down. " + RecordNext(a);
+  } else if (rep.primary == Verdict::kUnknown && !rep.gpu_logs.empty()) {
     // Host samples only (stoker watch without a GPU or driver): say what was seen.
     const GpuLogReport& g = rep.gpu_logs.front();
-    rep.confidence = std::min(rep.confidence, 0.3);
-    rep.summary = "No GPU samples (no GPU or driver while sampling): nothing can be said about "
-                  "GPU starvation";
+    rep.summary = "Unknown: no GPU samples (no GPU or driver while sampling): nothing can be "
+                  "said about GPU starvation";
     if (!std::isnan(g.proc_cpu_cores_mean)) {
       rep.summary += fmt::format("; the process tree used {:.1f}{} cores on average",
                                  g.proc_cpu_cores_mean,
@@ -265,7 +287,7 @@ void WriteSummary(const Analysis& a) {
         rep.summary += fmt::format(" and read {:.1f} MiB/s from disk", g.read_mib_s_mean);
       }
     }
-    rep.summary += ". Record a profiler trace for a breakdown.";
+    rep.summary += ". " + RecordNext(a);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "formats/dataset.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "formats/builtin.h"
@@ -182,9 +183,42 @@ Status ExpandOne(const std::string& p, std::vector<std::string>* out, int depth)
   return Status::OK();
 }
 
+// Names a pattern expands to (product over its braces), saturating at `cap + 1`; malformed
+// braces count as 1 (ExpandOne reports them).
+uint64_t CountExpansions(const std::string& p, uint64_t cap) {
+  uint64_t total = 1;
+  size_t pos = 0;
+  for (;;) {
+    size_t open = p.find('{', pos);
+    if (open == std::string::npos) return total;
+    size_t close = p.find('}', open);
+    if (close == std::string::npos) return total;
+    std::string body = p.substr(open + 1, close - open - 1);
+    uint64_t n = 1;
+    size_t dots = body.find("..");
+    if (dots != std::string::npos) {
+      std::string a = body.substr(0, dots), b = body.substr(dots + 2);
+      auto num = [](const std::string& s) {
+        return !s.empty() && s.size() < 19 && s.find_first_not_of("0123456789") == std::string::npos;
+      };
+      if (num(a) && num(b) && std::stoull(b) >= std::stoull(a)) n = std::stoull(b) - std::stoull(a) + 1;
+    } else {
+      n = 1 + static_cast<uint64_t>(std::count(body.begin(), body.end(), ','));
+    }
+    total = n > (cap + 1) / total ? cap + 1 : total * n;
+    if (total > cap) return total;
+    pos = close + 1;
+  }
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ExpandBraces(const std::string& pattern) {
+  // More names than any real shard list: a mistyped range must not exhaust memory
+  // (brace_fuzz found "{0..9588}...{0..9588}", 92 million names).
+  constexpr uint64_t kMaxNames = 1u << 20;
+  if (CountExpansions(pattern, kMaxNames) > kMaxNames)
+    return InvalidArgument("brace pattern '{}' expands to more than {} names", pattern, kMaxNames);
   std::vector<std::string> out;
   STOKER_RETURN_IF_ERROR(ExpandOne(pattern, &out, 0));
   return out;

@@ -70,6 +70,12 @@ class Dataset {
   virtual bool random_access_is_cheap() const { return false; }
   // Samples skipped while indexing (skip_bad_shards), with the reason for each.
   virtual std::vector<std::string> index_errors() const { return {}; }
+  // Informational notes from opening (an index file ignored, a shard read sequentially).
+  virtual std::vector<std::string> notes() const { return {}; }
+  // OK when any sample can be read in any order at the cost the index promises; else why
+  // not (kInvalidArgument: e.g. gzip-compressed shards, read sequentially). Callers that
+  // need random access (a full-permutation shuffle, random-read benches) ask first.
+  virtual Status CheckRandomAccess() const { return Status::OK(); }
 };
 
 struct DatasetOptions {

@@ -11,6 +11,8 @@
 #include <unordered_map>
 
 #include "formats/builtin.h"
+#include "formats/unavailable.h"
+#include "formats/hdf5_heap.h"
 #include "formats/sample_buffers.h"
 
 #if STOKER_HAVE_HDF5
@@ -137,10 +139,7 @@ uint64_t LoadLE(const uint8_t* p, size_t n) {
 // One global heap collection's objects (index → data offset in the file and size), and
 // the collection's bytes when it is small enough to keep.
 struct HeapCollection {
-  struct Obj {
-    uint64_t index, offset, size;
-  };
-  std::vector<Obj> objs;
+  std::vector<Hdf5HeapObject> objs;
   uint64_t addr = 0, size = 0;
   std::vector<uint8_t> bytes;  // empty for large collections
 };
@@ -573,15 +572,12 @@ class Hdf5Dataset final : public Dataset {
     } else {
       STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, sizeof h, h));
     }
-    if (std::memcmp(h, "GCOL", 4) != 0 || h[4] != 1)
-      return Corrupt("no global heap collection at {}", coll);
-    uint64_t cs = LoadLE(h + 8, 8);
-    if (cs < 32 || cs > fsize - coll)
-      return Corrupt("global heap collection at {} claims {} bytes", coll, cs);
+    STOKER_ASSIGN_OR_RETURN(uint64_t cs, ParseHdf5HeapHeader(h, coll, fsize));
     *coll_size = cs;
     if (cs > kKeepCollection) {
       // A large collection: normally one object (one sample's bytes) right after the header.
-      uint64_t oi = LoadLE(h + 16, 2), os = LoadLE(h + 24, 8);
+      uint64_t oi, os;
+      Hdf5FirstHeapObject(h, &oi, &os);
       if (oi == index && os <= cs - 32) {
         *off = coll + 32;
         *size = os;
@@ -598,12 +594,7 @@ class Hdf5Dataset final : public Dataset {
     hc->size = cs;
     hc->bytes.resize(cs);
     STOKER_RETURN_IF_ERROR(raw_->ReadExact(coll, cs, hc->bytes.data()));
-    for (uint64_t pos = 16; pos + 16 <= cs;) {
-      uint64_t oi = LoadLE(&hc->bytes[pos], 2), os = LoadLE(&hc->bytes[pos + 8], 8);
-      if (oi == 0 || os > cs - pos - 16) break;  // free space (or damage): the end
-      hc->objs.push_back({oi, coll + pos + 16, os});
-      pos += 16 + ((os + 7) & ~uint64_t{7});
-    }
+    hc->objs = ListHdf5HeapObjects(hc->bytes.data(), cs, coll);
     *hold = hc;
     if (cs <= kKeepCollection) {
       std::lock_guard<std::mutex> lk(fast_mu_);
@@ -654,7 +645,8 @@ class Hdf5Dataset final : public Dataset {
       return true;
     }
     // Variable length: the on-disk reference, then the heap object.
-    uint64_t count = LoadLE(row, 4), coll = LoadLE(row + 4, 8), index = LoadLE(row + 12, 4);
+    const Hdf5VlenRef ref = ParseHdf5VlenRef(row);
+    const uint64_t count = ref.count, coll = ref.coll, index = ref.index;
     if (count == 0) {
       out->clear();
       return true;
@@ -1032,16 +1024,16 @@ int Hdf5DirectColumns(const Dataset& ds) {
 
 #else  // !STOKER_HAVE_HDF5
 
+constexpr MissingLibrary kMissingHdf5 = {"hdf5", "libhdf5", "install libhdf5-dev and reconfigure"};
+
 bool Hdf5Available() { return false; }
 Result<std::unique_ptr<Dataset>> OpenHdf5Dataset(const std::string& path,
                                                  const DatasetOptions&) {
-  return Unimplemented("{}: stoker was built without libhdf5 (install libhdf5-dev and "
-                       "reconfigure): format 'hdf5' is unavailable", path);
+  return FormatUnavailable(kMissingHdf5, path);
 }
 Result<std::unique_ptr<DatasetWriter>> OpenHdf5Writer(const std::string& path,
                                                       const WriterOptions&) {
-  return Unimplemented("{}: stoker was built without libhdf5 (install libhdf5-dev and "
-                       "reconfigure): format 'hdf5' is unavailable", path);
+  return FormatUnavailable(kMissingHdf5, path);
 }
 
 int Hdf5DirectColumns(const Dataset&) { return -1; }

@@ -10,6 +10,7 @@
 
 #include "core/fault_guard.h"
 #include "formats/builtin.h"
+#include "formats/unavailable.h"
 
 #if STOKER_HAVE_LMDB
 #include <lmdb.h>
@@ -525,17 +526,17 @@ int LmdbEnvOpens(const Dataset& ds) {
 
 #else  // !STOKER_HAVE_LMDB
 
+constexpr MissingLibrary kMissingLmdb = {"lmdb", "liblmdb", "install liblmdb-dev and reconfigure"};
+
 bool LmdbAvailable() { return false; }
 
 Result<std::unique_ptr<Dataset>> OpenLmdbDataset(const std::string& path,
                                                  const DatasetOptions&) {
-  return Unimplemented("{}: stoker was built without liblmdb (install liblmdb-dev and "
-                       "reconfigure): format 'lmdb' is unavailable", path);
+  return FormatUnavailable(kMissingLmdb, path);
 }
 Result<std::unique_ptr<DatasetWriter>> OpenLmdbWriter(const std::string& path,
                                                       const WriterOptions&) {
-  return Unimplemented("{}: stoker was built without liblmdb (install liblmdb-dev and "
-                       "reconfigure): format 'lmdb' is unavailable", path);
+  return FormatUnavailable(kMissingLmdb, path);
 }
 int LmdbEnvOpens(const Dataset&) { return -1; }
 

@@ -9,6 +9,8 @@
 #include <unordered_map>
 
 #include "formats/builtin.h"
+#include "formats/unavailable.h"
+#include "formats/parquet_thrift.h"
 #include "formats/sample_buffers.h"
 
 #if STOKER_HAVE_PARQUET
@@ -27,6 +29,21 @@ namespace stoker {
 bool ParquetAvailable() { return true; }
 
 namespace {
+
+// The one boundary with Arrow's throwing API. Parquet's C++ readers and writers report
+// malformed files and failed writes by throwing (parquet::ParquetException, std::exception);
+// every call into them runs inside CatchArrow, which turns a throw into a Status with
+// `code` and `context`. stoker's own code in this file never throws.
+template <typename F>
+Status CatchArrow(StatusCode code, const std::string& context, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Status(code, fmt::format("{}: {}", context, e.what()));
+  } catch (...) {
+    return Status(code, fmt::format("{}: unknown exception from Arrow", context));
+  }
+}
 
 // arrow::io view of a stoker RandomAccessFile (so Parquet reads go through Env).
 class EnvArrowFile final : public arrow::io::RandomAccessFile {
@@ -131,15 +148,13 @@ struct Cursor {
 };
 
 // Reads one value of `c` from `r` into `out`; *present=false when it is null.
-void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
-             int64_t* as_int, bool* present, const std::string& path, uint64_t row) {
+Status ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
+               int64_t* as_int, bool* present, const std::string& path, uint64_t row) {
   int16_t def = 0;
   int64_t values = 0, levels = 0;
-  auto check = [&] {
-    if (levels != 1)
-      throw parquet::ParquetException("column '" + c.name + "' ended before row " +
-                                      std::to_string(row));
-  };
+#define check()                                                                   \
+  if (levels != 1)                                                                \
+    return Corrupt("{}: column '{}' ended before row {}", path, c.name, row)
   *present = true;
   switch (c.type) {
     case parquet::Type::BYTE_ARRAY: {
@@ -148,7 +163,7 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       check();
       if (values == 0) break;
       out->assign(v.ptr, v.ptr + v.len);
-      return;
+      return Status::OK();
     }
     case parquet::Type::FIXED_LEN_BYTE_ARRAY: {
       parquet::FixedLenByteArray v;
@@ -157,7 +172,7 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       check();
       if (values == 0) break;
       out->assign(v.ptr, v.ptr + c.type_length);
-      return;
+      return Status::OK();
     }
     case parquet::Type::INT32: {
       int32_t v = 0;
@@ -167,7 +182,7 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       *as_int = v;
       out->resize(4);
       std::memcpy(out->data(), &v, 4);
-      return;
+      return Status::OK();
     }
     case parquet::Type::INT64: {
       int64_t v = 0;
@@ -177,7 +192,7 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       *as_int = v;
       out->resize(8);
       std::memcpy(out->data(), &v, 8);
-      return;
+      return Status::OK();
     }
     case parquet::Type::FLOAT: {
       float v = 0;
@@ -186,7 +201,7 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       if (values == 0) break;
       out->resize(4);
       std::memcpy(out->data(), &v, 4);
-      return;
+      return Status::OK();
     }
     case parquet::Type::DOUBLE: {
       double v = 0;
@@ -195,7 +210,7 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       if (values == 0) break;
       out->resize(8);
       std::memcpy(out->data(), &v, 8);
-      return;
+      return Status::OK();
     }
     case parquet::Type::BOOLEAN: {
       bool v = false;
@@ -203,12 +218,14 @@ void ReadOne(const Col& c, parquet::ColumnReader* r, std::vector<uint8_t>* out,
       check();
       if (values == 0) break;
       out->assign(1, v ? 1 : 0);
-      return;
+      return Status::OK();
     }
     default:
-      throw parquet::ParquetException("unsupported column type");
+      return Corrupt("{}: column '{}' has a type stoker does not read", path, c.name);
   }
+#undef check
   *present = false;
+  return Status::OK();
 }
 
 // Skips up to n values of a flat column; returns how many were skipped.
@@ -236,138 +253,6 @@ int64_t SkipValues(parquet::Type::type t, parquet::ColumnReader* r, int64_t n) {
 // Pages of small values (keys, labels) are read whole and kept. Anything else goes
 // through Arrow's page and column readers.
 
-struct PageHeaderInfo {
-  int32_t type = -1;  // 0 DATA_PAGE, 2 DICTIONARY_PAGE, 3 DATA_PAGE_V2
-  int32_t uncompressed_size = -1, compressed_size = -1;
-  int32_t num_values = -1, encoding = -1;
-  size_t header_len = 0;
-};
-
-class CompactReader {
- public:
-  CompactReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  bool Varint(uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= n_) return false;
-      uint8_t b = p_[pos_++];
-      *v |= uint64_t{b & 0x7fu} << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  }
-  bool ZigZag(int64_t* v) {
-    uint64_t u;
-    if (!Varint(&u)) return false;
-    *v = static_cast<int64_t>(u >> 1) ^ -static_cast<int64_t>(u & 1);
-    return true;
-  }
-  bool Skip(size_t k) {
-    if (n_ - pos_ < k) return false;
-    pos_ += k;
-    return true;
-  }
-  bool Byte(uint8_t* b) {
-    if (pos_ >= n_) return false;
-    *b = p_[pos_++];
-    return true;
-  }
-  // Skips one value of compact type `t`.
-  bool SkipValue(int t, int depth) {
-    if (depth > 16) return false;
-    uint64_t u;
-    switch (t) {
-      case 1: case 2: return true;           // bool in a field header
-      case 3: return Skip(1);                // byte
-      case 4: case 5: case 6: return Varint(&u);
-      case 7: return Skip(8);                // double
-      case 8: return Varint(&u) && Skip(u);  // binary
-      case 9: case 10: {                     // list, set
-        uint8_t h;
-        if (!Byte(&h)) return false;
-        uint64_t size = h >> 4;
-        int et = h & 0x0f;
-        if (size == 15 && !Varint(&size)) return false;
-        for (uint64_t i = 0; i < size; ++i)
-          if (!(et == 1 || et == 2 ? Skip(1) : SkipValue(et, depth + 1))) return false;
-        return true;
-      }
-      case 11: {  // map
-        uint64_t size;
-        if (!Varint(&size)) return false;
-        if (size == 0) return true;
-        uint8_t kv;
-        if (!Byte(&kv)) return false;
-        for (uint64_t i = 0; i < size; ++i)
-          if (!SkipValue(kv >> 4, depth + 1) || !SkipValue(kv & 0x0f, depth + 1)) return false;
-        return true;
-      }
-      case 12: return Struct(depth + 1, [](int16_t, int) { return 0; });
-      default: return false;
-    }
-  }
-  // Walks a struct; on_field(id, type) returns 1 if it consumed the value, 0 to skip it,
-  // -1 on error.
-  template <typename F>
-  bool Struct(int depth, F on_field) {
-    int16_t last = 0;
-    for (;;) {
-      uint8_t h;
-      if (!Byte(&h)) return false;
-      if (h == 0) return true;
-      int t = h & 0x0f;
-      int16_t id;
-      if (h >> 4) {
-        id = static_cast<int16_t>(last + (h >> 4));
-      } else {
-        int64_t v;
-        if (!ZigZag(&v)) return false;
-        id = static_cast<int16_t>(v);
-      }
-      last = id;
-      int r = on_field(id, t);
-      if (r < 0) return false;
-      if (r == 0 && !SkipValue(t, depth)) return false;
-    }
-  }
-  bool I32(int t, int32_t* v) {
-    int64_t x;
-    if (t != 5 || !ZigZag(&x)) return false;
-    *v = static_cast<int32_t>(x);
-    return true;
-  }
-  size_t pos() const { return pos_; }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-  size_t pos_ = 0;
-};
-
-// Parses a PageHeader at the start of p[0, n). False if it does not fit or is malformed.
-bool ParsePageHeader(const uint8_t* p, size_t n, PageHeaderInfo* h) {
-  CompactReader r(p, n);
-  bool ok = r.Struct(0, [&](int16_t id, int t) -> int {
-    switch (id) {
-      case 1: return r.I32(t, &h->type) ? 1 : -1;
-      case 2: return r.I32(t, &h->uncompressed_size) ? 1 : -1;
-      case 3: return r.I32(t, &h->compressed_size) ? 1 : -1;
-      case 5:
-        if (t != 12) return -1;
-        return r.Struct(1, [&](int16_t id2, int t2) -> int {
-                 if (id2 == 1) return r.I32(t2, &h->num_values) ? 1 : -1;
-                 if (id2 == 2) return r.I32(t2, &h->encoding) ? 1 : -1;
-                 return 0;
-               })
-                   ? 1
-                   : -1;
-      default: return 0;
-    }
-  });
-  h->header_len = r.pos();
-  return ok;
-}
-
 uint32_t LoadU32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);  // little-endian hosts only
@@ -392,14 +277,13 @@ class ParquetDataset final : public Dataset {
     ds->file_ = std::make_shared<EnvArrowFile>(std::move(file));
     auto raw = env->NewRandomAccessFile(path);
     if (raw.ok()) ds->raw_ = std::move(raw).value();
-    try {
-      ds->props_.enable_buffered_stream();
-      ds->props_.set_buffer_size(1 << 20);
-      ds->reader_ = parquet::ParquetFileReader::Open(ds->file_, ds->props_);
-      STOKER_RETURN_IF_ERROR(ds->Index());
-    } catch (const std::exception& e) {
-      return Corrupt("{}: not a readable Parquet file: {}", path, e.what());
-    }
+    STOKER_RETURN_IF_ERROR(CatchArrow(
+        StatusCode::kCorrupt, fmt::format("{}: not a readable Parquet file", path), [&] {
+          ds->props_.enable_buffered_stream();
+          ds->props_.set_buffer_size(1 << 20);
+          ds->reader_ = parquet::ParquetFileReader::Open(ds->file_, ds->props_);
+          return ds->Index();
+        }));
     ds->shards_.push_back({path, 0, ds->n_});
     return ds;
   }
@@ -431,21 +315,22 @@ class ParquetDataset final : public Dataset {
     if (index >= n_)
       return InvalidArgument("{}: sample index {} out of range ({} rows)", path_, index, n_);
     auto [rg, off] = Locate(index);
-    try {
-      if (direct_) return ReadDirect(rg, off, index, out);
-      std::unique_ptr<Cursor> cur = TakeCursor(rg, off, index);
-      if (cur) {
-        Status st = ReadRow(cur.get(), index, out);
-        if (st.ok()) {
-          ++cur->next;
-          GiveCursor(std::move(cur));
-        }
-        return st;
-      }
-      return ReadViaPageIndex(rg, off, index, out);
-    } catch (const std::exception& e) {
-      return Corrupt("{}: row {} (row group {}, offset {}): {}", path_, index, rg, off, e.what());
-    }
+    return CatchArrow(StatusCode::kCorrupt,
+                      fmt::format("{}: row {} (row group {}, offset {})", path_, index, rg, off),
+                      [&, rg = rg, off = off]() -> Status {
+                        if (direct_) return ReadDirect(rg, off, index, out);
+                        STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Cursor> cur,
+                                                TakeCursor(rg, off, index));
+                        if (cur) {
+                          Status st = ReadRow(cur.get(), index, out);
+                          if (st.ok()) {
+                            ++cur->next;
+                            GiveCursor(std::move(cur));
+                          }
+                          return st;
+                        }
+                        return ReadViaPageIndex(rg, off, index, out);
+                      });
   }
 
  private:
@@ -745,7 +630,7 @@ class ParquetDataset final : public Dataset {
     return Status::OK();
   }
 
-  std::unique_ptr<Cursor> TakeCursor(int rg, int64_t off, uint64_t index) const {
+  Result<std::unique_ptr<Cursor>> TakeCursor(int rg, int64_t off, uint64_t index) const {
     std::unique_lock<std::mutex> lk(mu_);
     for (size_t i = 0; i < cursors_.size(); ++i) {
       if (cursors_[i]->rg == rg && cursors_[i]->next == off) {
@@ -759,7 +644,7 @@ class ParquetDataset final : public Dataset {
     bool sequential = index > 0 && std::find(recent_.begin(), recent_.end(), index - 1) != recent_.end();
     if (page_index_ && !sequential && off != 0) {
       recent_[recent_pos_++ % recent_.size()] = index;
-      return nullptr;
+      return std::unique_ptr<Cursor>();
     }
     std::unique_ptr<Cursor> c;
     if (!cursors_.empty()) {
@@ -789,7 +674,7 @@ class ParquetDataset final : public Dataset {
           skipped += s;
         }
         if (skipped != want)
-          throw parquet::ParquetException("column '" + cols_[k].name + "' ended early");
+          return Corrupt("{}: column '{}' ended early", path_, cols_[k].name);
       }
       c->next = off;
     }
@@ -804,26 +689,28 @@ class ParquetDataset final : public Dataset {
 
   // Reads column k's value of the current row into `out` (fields straight into the
   // sample's reused buffer; a null value leaves the field out).
-  void ReadColumn(size_t k, parquet::ColumnReader* r, uint64_t index, std::vector<uint8_t>* buf,
-                  Sample* out) const {
+  Status ReadColumn(size_t k, parquet::ColumnReader* r, uint64_t index,
+                    std::vector<uint8_t>* buf, Sample* out) const {
     const Col& c = cols_[k];
     int64_t ival = -1;
     bool present = false;
     if (c.role == Role::kField) {
       Field* f = out->AddField(c.name);
-      ReadOne(c, r, &f->data, &ival, &present, path_, index);
+      STOKER_RETURN_IF_ERROR(ReadOne(c, r, &f->data, &ival, &present, path_, index));
       if (!present) --out->num_fields;
-      return;
+      return Status::OK();
     }
-    ReadOne(c, r, buf, &ival, &present, path_, index);
-    if (!present) return;
+    STOKER_RETURN_IF_ERROR(ReadOne(c, r, buf, &ival, &present, path_, index));
+    if (!present) return Status::OK();
     if (c.role == Role::kKey) out->key.assign(buf->begin(), buf->end());
     else out->label = ival;
+    return Status::OK();
   }
 
   Status ReadRow(Cursor* cur, uint64_t index, Sample* out) const {
     std::vector<uint8_t> buf;
-    for (size_t k = 0; k < cols_.size(); ++k) ReadColumn(k, cur->readers[k].get(), index, &buf, out);
+    for (size_t k = 0; k < cols_.size(); ++k)
+      STOKER_RETURN_IF_ERROR(ReadColumn(k, cur->readers[k].get(), index, &buf, out));
     Finish(index, out);
     return Status::OK();
   }
@@ -876,7 +763,7 @@ class ParquetDataset final : public Dataset {
       if (skipped != want)
         return Corrupt("{}: row {}: page of column '{}' holds fewer rows than its index says",
                        path_, index, cols_[k].name);
-      ReadColumn(k, cr.get(), index, &buf, out);
+      STOKER_RETURN_IF_ERROR(ReadColumn(k, cr.get(), index, &buf, out));
     }
     return Status::OK();
   }
@@ -938,11 +825,10 @@ class ParquetWriter final : public DatasetWriter {
 
   Status Write(const Sample& s) override {
     if (closed_) return InvalidArgument("{}: Write after Close", path_);
-    try {
-      if (!writer_) STOKER_RETURN_IF_ERROR(Start(s));
-    } catch (const std::exception& e) {
-      return IOError("{}: starting Parquet file: {}", partial_, e.what());
-    }
+    if (!writer_)
+      STOKER_RETURN_IF_ERROR(CatchArrow(StatusCode::kIOError,
+                                        fmt::format("{}: starting Parquet file", partial_),
+                                        [&] { return Start(s); }));
     uint64_t row = count_ + keys_.size();
     if (s.num_fields != names_.size())
       return InvalidArgument("{}: sample {} ('{}') has {} fields, the first sample had {}",
@@ -965,16 +851,16 @@ class ParquetWriter final : public DatasetWriter {
   Status Close() override {
     if (closed_) return Status::OK();
     closed_ = true;
-    try {
-      if (!writer_) {
-        Sample empty;
-        STOKER_RETURN_IF_ERROR(Start(empty));
-      }
-      STOKER_RETURN_IF_ERROR(FlushRowGroup());
-      writer_->Close();
-    } catch (const std::exception& e) {
-      return IOError("{}: finishing Parquet file: {}", partial_, e.what());
-    }
+    STOKER_RETURN_IF_ERROR(CatchArrow(
+        StatusCode::kIOError, fmt::format("{}: finishing Parquet file", partial_), [&] {
+          if (!writer_) {
+            Sample empty;
+            STOKER_RETURN_IF_ERROR(Start(empty));
+          }
+          STOKER_RETURN_IF_ERROR(FlushRowGroup());
+          writer_->Close();
+          return Status::OK();
+        }));
     auto st = sink_->Close();
     if (!st.ok()) return IOError("{}: {}", partial_, st.ToString());
     STOKER_RETURN_IF_ERROR(env_->RenameFile(partial_, path_));
@@ -1083,18 +969,18 @@ int ParquetDirectPages(const Dataset& ds) {
 
 #else  // !STOKER_HAVE_PARQUET
 
+constexpr MissingLibrary kMissingParquet = {"parquet", "Apache Parquet",
+                                   "pip install pyarrow into the venv and re-run cmake; see "
+                                   "docs/storage.md"};
+
 bool ParquetAvailable() { return false; }
 Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
                                                     const DatasetOptions&) {
-  return Unimplemented("{}: stoker was built without Apache Parquet (pip install pyarrow into "
-                       "the venv and re-run cmake; see docs/storage.md): format 'parquet' is "
-                       "unavailable", path);
+  return FormatUnavailable(kMissingParquet, path);
 }
 Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,
                                                          const WriterOptions&) {
-  return Unimplemented("{}: stoker was built without Apache Parquet (pip install pyarrow into "
-                       "the venv and re-run cmake; see docs/storage.md): format 'parquet' is "
-                       "unavailable", path);
+  return FormatUnavailable(kMissingParquet, path);
 }
 
 int ParquetDirectPages(const Dataset&) { return -1; }

@@ -128,6 +128,8 @@ TarScan ScanTar(const RandomAccessFile& file) {
   TarScan scan;
   const std::string& path = file.path();
   const uint64_t fsize = file.size();
+  // A stream of unknown length (a gzip-compressed shard): the end is where reads stop.
+  const bool stream = fsize == kTarUnknownSize;
   uint64_t off = 0;
   uint64_t member_start = 0;  // first header of the current member (pax/L included)
   bool pending = false;       // a pax or L header is waiting for its member
@@ -145,7 +147,16 @@ TarScan ScanTar(const RandomAccessFile& file) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(avail, kTarBlock));
     auto r = file.ReadAt(off, want, h);
     if (!r.ok()) return fail(r.status(), off);
-    if (*r < want) return fail(Corrupt("{}: short read at offset {}", path, off), off);
+    if (*r < want) {
+      if (!stream) return fail(Corrupt("{}: short read at offset {}", path, off), off);
+      if (*r == 0) {
+        if (pending)
+          return fail(Corrupt("{}: extended header at end of archive without a member", path),
+                      off);
+        break;  // end of the stream on a block boundary
+      }
+      want = *r;
+    }
     if (want < kTarBlock) {
       if (AllZero(h, want) && !pending) break;  // zero padding cut short: still the end
       return fail(Corrupt("{}: truncated tar header at offset {} ({} of 512 bytes)", path, off,
@@ -172,12 +183,15 @@ TarScan ScanTar(const RandomAccessFile& file) {
         return fail(Corrupt("{}: extended header of {} bytes at offset {} is too large", path,
                             size, off),
                     off);
-      if (data_off + size > fsize)
+      if (!stream && data_off + size > fsize)
         return fail(Corrupt("{}: truncated extended header at offset {}", path, off), off);
       std::string data(size, '\0');
       auto rd = file.ReadAt(data_off, size, reinterpret_cast<uint8_t*>(data.data()));
       if (!rd.ok()) return fail(rd.status(), data_off);
-      if (*rd < size) return fail(Corrupt("{}: short read at offset {}", path, data_off), off);
+      if (*rd < size)
+        return fail(stream ? Corrupt("{}: truncated extended header at offset {}", path, off)
+                           : Corrupt("{}: short read at offset {}", path, data_off),
+                    off);
       if (type == 'L') {
         long_name = CField(reinterpret_cast<const uint8_t*>(data.data()), data.size());
         pending = true;
@@ -213,7 +227,25 @@ TarScan ScanTar(const RandomAccessFile& file) {
     // directories etc. are skipped by size like any other.
     bool regular = type == '0' || type == '\0' || type == '7';
     if (regular && type == '\0' && !name.empty() && name.back() == '/') regular = false;
-    if (data_off + size > fsize || data_off + size < data_off) {
+    if (stream && size > 0 && data_off + size > data_off) {
+      // Nothing says how long the stream is: read the payload's last byte (decompressing
+      // up to it) to know the member is complete.
+      uint8_t last;
+      auto got = file.ReadAt(data_off + size - 1, 1, &last);
+      if (!got.ok()) {
+        scan.damaged_name = name;
+        return fail(got.status().WithContext(fmt::format("{}: member '{}'", path, name)),
+                    member_start);
+      }
+      if (*got == 0) {
+        uint64_t end = file.size();
+        scan.damaged_name = name;
+        return fail(Corrupt("{}: member '{}' at offset {} is truncated: needs {} bytes, {} left",
+                            path, name, member_start, size,
+                            end != kTarUnknownSize && end > data_off ? end - data_off : 0),
+                    member_start);
+      }
+    } else if (data_off + size > fsize || data_off + size < data_off) {
       scan.damaged_name = name;
       return fail(Corrupt("{}: member '{}' at offset {} is truncated: needs {} bytes, {} left",
                           path, name, member_start, size,

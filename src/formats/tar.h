@@ -18,6 +18,9 @@
 namespace stoker {
 
 inline constexpr size_t kTarBlock = 512;
+// RandomAccessFile::size() of a stream whose length is not known yet (GzipStreamFile):
+// ScanTar then reads until the stream ends instead of checking sizes against the length.
+inline constexpr uint64_t kTarUnknownSize = ~uint64_t{0};
 
 struct TarMember {
   std::string name;            // full path, long-name and pax records applied
@@ -37,6 +40,7 @@ struct TarScan {
 };
 
 // Scans `file` from offset 0. Never fails as a whole: damage is reported in `error`.
+// Offsets only grow, so a forward-only stream (GzipStreamFile) is read once.
 TarScan ScanTar(const RandomAccessFile& file);
 
 // Reads and validates the header block at `offset`: returns the payload size of the

@@ -12,7 +12,7 @@
 #include "formats/builtin.h"
 #include "formats/checksum.h"
 #include "formats/sample_buffers.h"
-#include "formats/wds.h"  // ResolveShardList, FormatShardPattern
+#include "formats/sharded.h"
 
 namespace stoker {
 namespace {
@@ -171,92 +171,6 @@ Status ParseTFRecordIndex(const std::string& text, const std::string& path, uint
 // ---------------------------------------------------------------------------------------
 // gzip
 
-bool IsGzipFile(const RandomAccessFile& file) {
-  uint8_t m[2];
-  auto r = file.ReadAt(0, 2, m);
-  return r.ok() && *r == 2 && m[0] == 0x1f && m[1] == 0x8b;
-}
-
-struct GzipReader::State {
-  z_stream zs{};
-  std::vector<uint8_t> in;
-  std::vector<uint8_t> skip;
-  bool init = false;
-};
-
-GzipReader::GzipReader(std::shared_ptr<RandomAccessFile> file)
-    : file_(std::move(file)), st_(new State) {
-  st_->in.resize(256 << 10);
-  if (inflateInit2(&st_->zs, 15 + 32) == Z_OK) st_->init = true;
-}
-
-GzipReader::~GzipReader() {
-  if (st_->init) inflateEnd(&st_->zs);
-}
-
-Result<size_t> GzipReader::Read(uint8_t* dst, size_t n) {
-  if (!st_->init) return Internal("zlib init failed for {}", file_->path());
-  z_stream& zs = st_->zs;
-  size_t done = 0;
-  while (done < n && !eof_) {
-    if (zs.avail_in == 0 && in_pos_ < file_->size()) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(st_->in.size(), file_->size() - in_pos_));
-      STOKER_ASSIGN_OR_RETURN(size_t got, file_->ReadAt(in_pos_, want, st_->in.data()));
-      if (got == 0) return Corrupt("{}: short read at offset {}", file_->path(), in_pos_);
-      in_pos_ += got;
-      zs.next_in = st_->in.data();
-      zs.avail_in = static_cast<uInt>(got);
-    }
-    uint8_t* out = dst;
-    size_t room = n - done;
-    if (!dst) {
-      if (st_->skip.size() < (64u << 10)) st_->skip.resize(64 << 10);
-      out = st_->skip.data();
-      room = std::min(room, st_->skip.size());
-    } else {
-      out = dst + done;
-    }
-    room = std::min<size_t>(room, 1u << 30);
-    zs.next_out = out;
-    zs.avail_out = static_cast<uInt>(room);
-    int rc = inflate(&zs, Z_NO_FLUSH);
-    size_t produced = room - zs.avail_out;
-    done += produced;
-    out_pos_ += produced;
-    if (rc == Z_STREAM_END) {
-      if (zs.avail_in > 0 || in_pos_ < file_->size()) {
-        inflateReset(&zs);  // another gzip member follows
-      } else {
-        eof_ = true;
-      }
-    } else if (rc == Z_BUF_ERROR) {
-      if (zs.avail_in == 0 && in_pos_ >= file_->size())
-        return Corrupt("{}: gzip stream ends early (at uncompressed offset {})", file_->path(),
-                       out_pos_);
-    } else if (rc != Z_OK) {
-      return Corrupt("{}: gzip data error near compressed offset {} ({})", file_->path(),
-                     in_pos_ - zs.avail_in, zs.msg ? zs.msg : "inflate failed");
-    }
-    if (rc == Z_OK && produced == 0 && zs.avail_in == 0 && in_pos_ >= file_->size())
-      return Corrupt("{}: gzip stream ends early (at uncompressed offset {})", file_->path(),
-                     out_pos_);
-  }
-  return done;
-}
-
-Status GunzipFile(const RandomAccessFile& file, std::vector<uint8_t>* out) {
-  // A non-owning shared_ptr: the reader does not outlive this call.
-  std::shared_ptr<RandomAccessFile> f(const_cast<RandomAccessFile*>(&file),
-                                      [](RandomAccessFile*) {});
-  GzipReader rd(f);
-  out->clear();
-  std::vector<uint8_t> buf(1 << 20);
-  for (;;) {
-    STOKER_ASSIGN_OR_RETURN(size_t n, rd.Read(buf.data(), buf.size()));
-    out->insert(out->end(), buf.data(), buf.data() + n);
-    if (n < buf.size()) return Status::OK();
-  }
-}
 
 struct TFRecordFileWriter::Z {
   z_stream zs{};
@@ -500,16 +414,8 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::string
   STOKER_ASSIGN_OR_RETURN(
       auto paths, ResolveShardList(env, spec, {"tfrecord", "tfrec", "tfrecord.gz", "tfrec.gz"}));
   std::unique_ptr<TFRecordDataset> ds(new TFRecordDataset(env, topts));
-  std::vector<ShardIndexResult> results(paths.size());
-  int threads = std::min<int>(static_cast<int>(paths.size()), std::min(8, AvailableCpus()));
-  if (threads <= 1) {
-    for (size_t i = 0; i < paths.size(); ++i) results[i] = IndexTFRecordShard(env, paths[i]);
-  } else {
-    ThreadPool pool(threads, "tfr-index");
-    for (size_t i = 0; i < paths.size(); ++i)
-      pool.Schedule([&, i] { results[i] = IndexTFRecordShard(env, paths[i]); });
-    pool.Wait();
-  }
+  std::vector<ShardIndexResult> results = IndexShards<ShardIndexResult>(
+      paths, "tfr-index", [&](const std::string& p) { return IndexTFRecordShard(env, p); });
   ds->shard_info_.resize(paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
     ShardIndexResult& r = results[i];
@@ -677,67 +583,31 @@ std::string TFRecordDataset::Location(uint64_t index) const {
 Result<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Open(const std::string& pattern_in,
                                                              const WriterOptions& opts_in) {
   WriterOptions opts = opts_in;
-  if (!opts.env) opts.env = Env::Default();
   std::string pattern = pattern_in;
   if (opts.gzip && (pattern.size() < 3 || pattern.compare(pattern.size() - 3, 3, ".gz") != 0))
     pattern += ".gz";
-  STOKER_ASSIGN_OR_RETURN(std::string first, FormatShardPattern(pattern, 0));
-  std::string dir = DirName(first);
-  if (!dir.empty() && dir != ".") STOKER_RETURN_IF_ERROR(opts.env->CreateDirs(dir));
-  std::unique_ptr<TFRecordWriter> w(new TFRecordWriter(pattern, opts));
-  w->next_shard_ = static_cast<int>(opts.first_shard);
-  return w;
+  STOKER_RETURN_IF_ERROR(Prepare(pattern, &opts));
+  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(pattern, opts));
 }
 
-TFRecordWriter::~TFRecordWriter() {
-  if (file_) file_->Close().IgnoreError();
-}
-
-Status TFRecordWriter::StartShard() {
-  STOKER_ASSIGN_OR_RETURN(shard_path_, FormatShardPattern(pattern_, next_shard_));
-  ++next_shard_;
-  STOKER_ASSIGN_OR_RETURN(file_, opts_.env->NewWritableFile(shard_path_ + ".partial"));
-  rec_ = std::make_unique<TFRecordFileWriter>(file_.get(), opts_.gzip);
+Status TFRecordWriter::BeginShard(WritableFile* file) {
+  rec_ = std::make_unique<TFRecordFileWriter>(file, opts().gzip);
   cur_.clear();
   return Status::OK();
 }
 
-Status TFRecordWriter::FinishShard() {
-  STOKER_RETURN_IF_ERROR(rec_->Finish());
-  STOKER_RETURN_IF_ERROR(file_->Sync());
-  STOKER_RETURN_IF_ERROR(file_->Close());
-  uint64_t bytes = file_->bytes_written();
-  file_.reset();
-  rec_.reset();
-  if (opts_.write_index && !opts_.gzip) {
-    std::string text = FormatTFRecordIndex(cur_);
-    STOKER_RETURN_IF_ERROR(
-        opts_.env->WriteFileAtomic(shard_path_ + ".idx", text.data(), text.size()));
-  }
-  STOKER_RETURN_IF_ERROR(opts_.env->RenameFile(shard_path_ + ".partial", shard_path_));
-  done_.push_back({shard_path_, cur_.size(), bytes});
-  return Status::OK();
+Status TFRecordWriter::WriteIndex(const std::string& path) {
+  if (opts().gzip) return Status::OK();  // offsets in a gzip stream cannot be seeked to
+  std::string text = FormatTFRecordIndex(cur_);
+  return opts().env->WriteFileAtomic(path + ".idx", text.data(), text.size());
 }
 
-Status TFRecordWriter::Write(const Sample& s) {
-  if (closed_) return InvalidArgument("write after Close");
-  if (!file_) STOKER_RETURN_IF_ERROR(StartShard());
+Status TFRecordWriter::AppendSample(const Sample& s) {
   buf_.clear();
   SampleToExample(s, &buf_);
   uint64_t off = rec_->offset();
   STOKER_RETURN_IF_ERROR(rec_->Append(buf_.data(), buf_.size()));
   cur_.push_back({off, rec_->offset() - off});
-  bool full = rec_->offset() >= opts_.shard_bytes ||
-              (opts_.samples_per_shard > 0 && cur_.size() >= opts_.samples_per_shard);
-  if (full) STOKER_RETURN_IF_ERROR(FinishShard());
-  return Status::OK();
-}
-
-Status TFRecordWriter::Close() {
-  if (closed_) return Status::OK();
-  if (!file_ && done_.empty() && opts_.first_shard == 0) STOKER_RETURN_IF_ERROR(StartShard());
-  if (file_) STOKER_RETURN_IF_ERROR(FinishShard());
-  closed_ = true;
   return Status::OK();
 }
 

@@ -29,6 +29,8 @@
 #include "formats/dataset.h"
 #include "formats/example.h"
 #include "io/file_cache.h"
+#include "io/gzip.h"
+#include "formats/sharded.h"
 #include "formats/writer.h"
 
 namespace stoker {
@@ -65,30 +67,6 @@ std::string FormatTFRecordIndex(const std::vector<TFRecordEntry>& recs);
 // starting where the previous one ended, the last ending at file_size.
 Status ParseTFRecordIndex(const std::string& text, const std::string& path, uint64_t file_size,
                           std::vector<TFRecordEntry>* out);
-
-// True if the file starts with the gzip magic bytes.
-bool IsGzipFile(const RandomAccessFile& file);
-// Decompresses a whole gzip/zlib file (concatenated members accepted).
-Status GunzipFile(const RandomAccessFile& file, std::vector<uint8_t>* out);
-
-// Sequential gzip reader over a RandomAccessFile.
-class GzipReader {
- public:
-  explicit GzipReader(std::shared_ptr<RandomAccessFile> file);
-  ~GzipReader();
-  GzipReader(const GzipReader&) = delete;
-  GzipReader& operator=(const GzipReader&) = delete;
-  // Reads up to n bytes; fewer only at the end of the stream. dst may be null (skip).
-  Result<size_t> Read(uint8_t* dst, size_t n);
-  uint64_t position() const { return out_pos_; }
-
- private:
-  std::shared_ptr<RandomAccessFile> file_;
-  struct State;
-  std::unique_ptr<State> st_;
-  uint64_t in_pos_ = 0, out_pos_ = 0;
-  bool eof_ = false;
-};
 
 // Writes framed records to a WritableFile, optionally through gzip.
 class TFRecordFileWriter {
@@ -131,7 +109,16 @@ class TFRecordDataset final : public Dataset {
   std::string Location(uint64_t index) const override;
   std::string format() const override { return "tfrecord"; }
   std::vector<std::string> index_errors() const override { return errors_; }
-  const std::vector<std::string>& notes() const { return notes_; }
+  std::vector<std::string> notes() const override { return notes_; }
+  // Gzip-compressed files are read sequentially (a read behind the stream restarts it).
+  Status CheckRandomAccess() const override {
+    for (const auto& s : shard_info_)
+      if (s.gzip)
+        return InvalidArgument("{} is gzip-compressed and read sequentially: it has no random "
+                               "access (use uncompressed TFRecord files with a .idx for it)",
+                               s.path);
+    return Status::OK();
+  }
   // The record of sample `index`: shard and [offset, offset + size) in its (uncompressed)
   // stream.
   TFRecordEntry Record(uint64_t index, uint32_t* shard) const;
@@ -163,30 +150,23 @@ class TFRecordDataset final : public Dataset {
 // feature ("jpg" stored as "image/encoded"), and "label" (int64) when label >= 0 and no
 // field has that name. Shards from a printf pattern ("%05d"), ".partial" then rename,
 // a DALI index "<shard>.idx" unless gzip.
-class TFRecordWriter final : public DatasetWriter {
+class TFRecordWriter final : public ShardedWriter {
  public:
   static Result<std::unique_ptr<TFRecordWriter>> Open(const std::string& pattern,
                                                       const WriterOptions& opts);
-  ~TFRecordWriter() override;
-  Status Write(const Sample& s) override;
-  Status Close() override;
-  const std::vector<WrittenShard>& shards() const override { return done_; }
 
  private:
   TFRecordWriter(std::string pattern, WriterOptions opts)
-      : pattern_(std::move(pattern)), opts_(std::move(opts)) {}
-  Status StartShard();
-  Status FinishShard();
-  std::string pattern_;
-  WriterOptions opts_;
-  std::unique_ptr<WritableFile> file_;
+      : ShardedWriter(std::move(pattern), std::move(opts)) {}
+  Status BeginShard(WritableFile* file) override;
+  Status AppendSample(const Sample& s) override;
+  uint64_t shard_bytes() const override { return rec_->offset(); }
+  uint64_t shard_samples() const override { return cur_.size(); }
+  Status EndShard() override { return rec_->Finish(); }
+  Status WriteIndex(const std::string& path) override;
   std::unique_ptr<TFRecordFileWriter> rec_;
-  std::string shard_path_;
   std::vector<TFRecordEntry> cur_;
-  int next_shard_ = 0;
-  bool closed_ = false;
   std::vector<uint8_t> buf_;
-  std::vector<WrittenShard> done_;
 };
 
 // Encodes a Sample as a serialized Example (the writer's mapping).

@@ -5,9 +5,12 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 
 #include "core/thread_pool.h"
 #include "formats/builtin.h"
+#include "io/gzip.h"
+#include "io/sniff.h"
 
 namespace stoker {
 
@@ -178,33 +181,6 @@ std::string WdsIndexPath(const std::string& shard) {
   return JoinPath(DirName(shard), stem + ".idx");
 }
 
-Result<std::vector<std::string>> ResolveShardList(Env* env, const std::string& spec,
-                                                  std::initializer_list<const char*> exts) {
-  std::vector<std::string> out;
-  if (spec.find('{') != std::string::npos) {
-    STOKER_ASSIGN_OR_RETURN(out, ExpandBraces(spec));
-    return out;
-  }
-  auto st = env->Stat(spec);
-  if (!st.ok()) return st.status();
-  if (!st->is_dir) return std::vector<std::string>{spec};
-  STOKER_ASSIGN_OR_RETURN(auto entries, env->ListDir(spec));
-  for (const auto& e : entries) {
-    if (e.is_dir) continue;
-    std::string name = e.name;
-    bool match = false;
-    for (const char* x : exts) {
-      std::string suffix = std::string(".") + x;
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-        match = true;
-    }
-    if (match) out.push_back(JoinPath(spec, name));
-  }
-  if (out.empty()) return InvalidArgument("{}: no shard files found in the directory", spec);
-  return out;
-}
-
 namespace {
 
 // Indexes one shard: index file when present and consistent, else a header scan.
@@ -212,7 +188,33 @@ struct ShardResult {
   WdsShardIndex idx;
   Status error;  // damage (kept samples are in idx)
   std::string note;
+  bool gzip = false;
 };
+
+// After damage, keep only samples known to be complete: the last one survives when the
+// damaged member is known to start a different key; a damaged header hides the next key,
+// so the last sample might be missing a field and is dropped.
+void DropIncompleteLastSample(const TarScan& scan, WdsShardIndex* idx) {
+  std::string dkey, dext;
+  bool keep_last = !scan.damaged_name.empty() && SplitWdsName(scan.damaged_name, &dkey, &dext) &&
+                   !idx->keys.empty() && dkey != idx->keys.back();
+  if (!keep_last && !idx->keys.empty()) {
+    idx->comps.resize(idx->first.back());
+    idx->first.pop_back();
+    idx->keys.pop_back();
+  }
+}
+
+// Why a shard whose first block is not a tar header is not read: what the file is.
+Status NotATar(const RandomAccessFile& file, const Status& scan_error) {
+  uint8_t h[kTarBlock];
+  auto got = file.ReadAt(0, sizeof h, h);
+  if (got.ok() && *got == sizeof h && std::memcmp(h + 257, "ustar", 5) == 0)
+    return scan_error;  // a tar whose first header is damaged
+  return Corrupt("{}: not a tar archive or a gzip-compressed tar: it is {} (webdataset shards "
+                 "are .tar, .tar.gz or .tgz)",
+                 file.path(), DescribeFile(file));
+}
 
 ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   ShardResult r;
@@ -222,7 +224,36 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
     r.error = f.status();
     return r;
   }
-  const RandomAccessFile& file = **f;
+  std::shared_ptr<RandomAccessFile> owned(std::move(f).value());
+  const RandomAccessFile& file = *owned;
+  if (file.size() == 0) {
+    r.error = Corrupt("{}: not a tar archive: it is an empty file", path);
+    return r;
+  }
+  if (IsGzipFile(file)) {
+    // Streamed once through zlib to list the members (never written out); reads then go
+    // through a per-shard stream (WdsDataset::ReadStreamed). Index files are not used:
+    // their offsets cannot be reached without decompressing up to them.
+    r.gzip = true;
+    GzipStreamFile stream(owned);
+    TarScan scan = ScanTar(stream);
+    Status g = GroupWdsMembers(path, scan.members, &r.idx);
+    if (!g.ok()) {
+      r.error = g;
+      return r;
+    }
+    if (!scan.error.ok()) {
+      r.error = scan.error.code() == StatusCode::kCorrupt
+                    ? scan.error.WithContext("gzip-compressed shard")
+                    : scan.error;
+      DropIncompleteLastSample(scan, &r.idx);
+    }
+    r.note = fmt::format(
+        "{}: gzip-compressed, read sequentially (no random access: a read behind the stream "
+        "restarts it; plain .tar shards keep random access)",
+        path);
+    return r;
+  }
   if (use_index) {
     std::string ipath = WdsIndexPath(path);
     if (!env->FileExists(ipath) && env->FileExists(path + ".idx")) ipath = path + ".idx";
@@ -256,20 +287,14 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
     r.error = g;
     return r;
   }
+  if (!scan.error.ok() && scan.error_offset == 0 && scan.members.empty() &&
+      scan.error.code() == StatusCode::kCorrupt) {
+    r.error = NotATar(file, scan.error);
+    return r;
+  }
   if (!scan.error.ok()) {
     r.error = scan.error;
-    // Keep only samples known to be complete: the last one survives when the damaged
-    // member is known to start a different key; a damaged header hides the next key, so
-    // the last sample might be missing a field and is dropped.
-    std::string dkey, dext;
-    bool keep_last = !scan.damaged_name.empty() &&
-                     SplitWdsName(scan.damaged_name, &dkey, &dext) && !r.idx.keys.empty() &&
-                     dkey != r.idx.keys.back();
-    if (!keep_last && !r.idx.keys.empty()) {
-      r.idx.comps.resize(r.idx.first.back());
-      r.idx.first.pop_back();
-      r.idx.keys.pop_back();
-    }
+    DropIncompleteLastSample(scan, &r.idx);
   }
   return r;
 }
@@ -280,21 +305,11 @@ Result<std::unique_ptr<WdsDataset>> WdsDataset::Open(const std::string& spec,
                                                      const DatasetOptions& opts_in,
                                                      const WdsOptions& wopts) {
   Env* env = opts_in.env ? opts_in.env : Env::Default();
-  STOKER_ASSIGN_OR_RETURN(auto paths, ResolveShardList(env, spec, {"tar"}));
-  std::unique_ptr<WdsDataset> ds(new WdsDataset(env, wopts.max_open_files));
-  std::vector<ShardResult> results(paths.size());
-  {
-    int threads = std::min<int>(static_cast<int>(paths.size()), std::min(8, AvailableCpus()));
-    if (threads <= 1) {
-      for (size_t i = 0; i < paths.size(); ++i)
-        results[i] = IndexShard(env, paths[i], wopts.use_index_files);
-    } else {
-      ThreadPool pool(threads, "wds-index");
-      for (size_t i = 0; i < paths.size(); ++i)
-        pool.Schedule([&, i] { results[i] = IndexShard(env, paths[i], wopts.use_index_files); });
-      pool.Wait();
-    }
-  }
+  STOKER_ASSIGN_OR_RETURN(auto paths, ResolveShardList(env, spec, {"tar", "tar.gz", "tgz"}));
+  std::unique_ptr<WdsDataset> ds(new WdsDataset(env, wopts));
+  std::vector<ShardResult> results = IndexShards<ShardResult>(
+      paths, "wds-index",
+      [&](const std::string& p) { return IndexShard(env, p, wopts.use_index_files); });
   for (size_t i = 0; i < results.size(); ++i) {
     ShardResult& r = results[i];
     if (!r.note.empty()) ds->notes_.push_back(r.note);
@@ -306,6 +321,7 @@ Result<std::unique_ptr<WdsDataset>> WdsDataset::Open(const std::string& spec,
     ShardInfo info{paths[i], ds->total_, ds->total_ + r.idx.samples()};
     ds->total_ = info.end;
     ds->shards_.push_back(info);
+    ds->streams_.push_back(r.gzip ? std::make_unique<StreamCursor>() : nullptr);
     ds->index_.push_back(std::move(r.idx));
   }
   return ds;
@@ -324,12 +340,16 @@ Status WdsDataset::Read(uint64_t index, Sample* out) const {
   uint32_t s, i;
   Locate(index, &s, &i);
   const WdsShardIndex& idx = index_[s];
-  STOKER_ASSIGN_OR_RETURN(auto file, files_.Get(s, idx.path));
   out->key = idx.keys[i];
   size_t end = i + 1 < idx.samples() ? idx.first[i + 1] : idx.comps.size();
   out->location.clear();  // reuses the recycled sample's capacity
   fmt::format_to(std::back_inserter(out->location), "{}:member '{}'", idx.path,
                  idx.comps[idx.first[i]].name);
+  if (streams_[s]) {
+    STOKER_RETURN_IF_ERROR(ReadStreamed(s, i, out));
+    return FinishSample(idx, i, out);
+  }
+  STOKER_ASSIGN_OR_RETURN(auto file, files_.Get(s, idx.path));
   // One pread for the whole sample when the members after the first are small and close
   // (e.g. x.jpg then x.cls): the first member's buffer takes the span and the others are
   // copied out of its tail. Saves a system call per extra member.
@@ -357,12 +377,7 @@ Status WdsDataset::Read(uint64_t index, Sample* out) const {
         out->fields[base + (c - first)].data.assign(src, src + w.size);
       }
       head.resize(a.size);
-      for (size_t k = base; k < out->num_fields; ++k) {
-        int64_t label;
-        if (out->fields[k].name == "cls" && ParseLabel(out->fields[k].data, &label))
-          out->label = label;
-      }
-      return Status::OK();
+      return FinishSample(idx, i, out);
     }
   }
   for (size_t c = idx.first[i]; c < end; ++c) {
@@ -375,12 +390,130 @@ Status WdsDataset::Read(uint64_t index, Sample* out) const {
     f->data.resize(w.size);
     Status st = file->ReadExact(w.offset, w.size, f->data.data());
     if (!st.ok()) return st.WithContext(fmt::format("{}:member '{}'", idx.path, w.name));
-    if (w.ext == "cls") {
-      int64_t label;
-      if (ParseLabel(f->data, &label)) out->label = label;
+  }
+  return FinishSample(idx, i, out);
+}
+
+Status WdsDataset::FinishSample(const WdsShardIndex& idx, uint32_t i, Sample* out) const {
+  const size_t first = idx.first[i];
+  for (size_t k = 0; k < out->num_fields; ++k) {
+    Field& f = out->fields[k];
+    // A member "x.jpg.gz" is the field "jpg", decompressed (webdataset's gzfilter).
+    if (f.name.size() > 3 && f.name.compare(f.name.size() - 3, 3, ".gz") == 0) {
+      const std::string& member = idx.comps[first + k].name;
+      thread_local std::vector<uint8_t> plain;
+      Status st = GunzipBuffer(f.data.data(), f.data.size(), &plain);
+      if (!st.ok()) return st.WithContext(fmt::format("{}:member '{}'", idx.path, member));
+      f.data.swap(plain);
+      f.name.resize(f.name.size() - 3);
+      for (size_t j = 0; j < out->num_fields; ++j)
+        if (j != k && out->fields[j].name == f.name)
+          return Corrupt("{}:member '{}': decompresses to field '{}', which sample '{}' already "
+                         "has",
+                         idx.path, member, f.name, idx.keys[i]);
     }
+    int64_t label;
+    if (f.name == "cls" && ParseLabel(f.data, &label)) out->label = label;
   }
   return Status::OK();
+}
+
+Status WdsDataset::ReadMembers(GzipReader* rd, const WdsShardIndex& idx, uint32_t i,
+                               std::vector<Field>* fields, size_t* n) const {
+  size_t end = i + 1 < idx.samples() ? idx.first[i + 1] : idx.comps.size();
+  for (size_t c = idx.first[i]; c < end; ++c) {
+    const WdsComponent& w = idx.comps[c];
+    if (w.offset < rd->position())
+      return Corrupt("{}:member '{}': members out of order in a compressed shard", idx.path,
+                     w.name);
+    uint64_t gap = w.offset - rd->position();
+    Result<size_t> got = rd->Read(nullptr, gap);
+    if (got.ok() && *got == gap) {
+      if (*n == fields->size()) fields->emplace_back();
+      Field* f = &(*fields)[(*n)++];
+      f->name = w.ext;
+      f->data.resize(w.size);
+      got = rd->Read(f->data.data(), w.size);
+      if (got.ok() && *got == w.size) continue;
+    }
+    Status st = got.ok() ? Corrupt("{}: stream ends inside member '{}' (offset {})", idx.path,
+                                   w.name, w.offset)
+                         : got.status().WithContext(fmt::format("{}:member '{}'", idx.path,
+                                                                w.name));
+    return st;
+  }
+  return Status::OK();
+}
+
+Status WdsDataset::ReadStreamed(uint32_t s, uint32_t i, Sample* out) const {
+  const WdsShardIndex& idx = index_[s];
+  StreamCursor& c = *streams_[s];
+  std::lock_guard<std::mutex> lk(c.mu);
+  auto it = c.ahead.find(i);
+  if (it != c.ahead.end()) {
+    for (Field& f : it->second) {
+      if (out->num_fields == out->fields.size()) out->fields.emplace_back();
+      Field& dst = out->fields[out->num_fields++];
+      dst.name = std::move(f.name);
+      dst.data.swap(f.data);
+      cache_bytes_ -= dst.data.size();
+    }
+    c.ahead.erase(it);
+    return Status::OK();
+  }
+  if (c.delivered.size() != idx.samples()) c.delivered.assign(idx.samples(), false);
+  // A sample asked for twice: a new pass over the data (the next epoch).
+  if (c.delivered[i]) c.delivered.assign(idx.samples(), false);
+  const uint64_t start = idx.comps[idx.first[i]].offset;
+  if (!c.rd || start < c.rd->position() || i < c.next) {
+    if (c.rd) stream_restarts_.fetch_add(1, std::memory_order_relaxed);
+    STOKER_ASSIGN_OR_RETURN(auto file, files_.Get(s, idx.path));
+    c.rd = std::make_unique<GzipReader>(file);
+    c.next = 0;
+  }
+  // Samples between the stream position and `i` are decompressed anyway: keep the ones not
+  // yet delivered (a shuffle buffer asks for them soon) while the budget allows.
+  for (; c.next < i; ++c.next) {
+    uint32_t j = c.next;
+    if (c.delivered[j] || c.ahead.count(j)) continue;
+    size_t end = j + 1 < idx.samples() ? idx.first[j + 1] : idx.comps.size();
+    uint64_t bytes = 0;
+    for (size_t k = idx.first[j]; k < end; ++k) bytes += idx.comps[k].size;
+    if (cache_bytes_.load() + bytes > opts_.stream_cache_bytes) continue;
+    std::vector<Field> fields;
+    size_t n = 0;
+    Status st = ReadMembers(c.rd.get(), idx, j, &fields, &n);
+    if (!st.ok()) {
+      c.rd.reset();
+      return st;
+    }
+    cache_bytes_ += bytes;
+    c.ahead.emplace(j, std::move(fields));
+  }
+  Status st = ReadMembers(c.rd.get(), idx, i, &out->fields, &out->num_fields);
+  if (!st.ok()) {
+    c.rd.reset();
+    return st;
+  }
+  c.next = i + 1;
+  c.delivered[i] = true;
+  return Status::OK();
+}
+
+Status WdsDataset::CheckRandomAccess() const {
+  for (size_t s = 0; s < streams_.size(); ++s)
+    if (streams_[s])
+      return InvalidArgument(
+          "{} is gzip-compressed and read sequentially: it has no random access (decompress "
+          "it to a plain .tar, e.g. with gunzip, for random access through the index)",
+          index_[s].path);
+  return Status::OK();
+}
+
+size_t WdsDataset::compressed_shards() const {
+  size_t n = 0;
+  for (const auto& c : streams_) n += c != nullptr;
+  return n;
 }
 
 std::string WdsDataset::Key(uint64_t index) const {
@@ -409,93 +542,29 @@ void WdsDataset::ByteRange(uint64_t index, uint32_t* shard, uint64_t* begin,
 
 // ---------------------------------------------------------------------------------------
 
-Result<std::string> FormatShardPattern(const std::string& pattern, int shard) {
-  std::string out;
-  int conversions = 0;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    char c = pattern[i];
-    if (c != '%') {
-      out += c;
-      continue;
-    }
-    if (i + 1 < pattern.size() && pattern[i + 1] == '%') {
-      out += '%';
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    bool zero = false;
-    if (j < pattern.size() && pattern[j] == '0') {
-      zero = true;
-      ++j;
-    }
-    int width = 0;
-    while (j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j])) && width < 100)
-      width = width * 10 + (pattern[j++] - '0');
-    if (j >= pattern.size() || pattern[j] != 'd')
-      return InvalidArgument("shard pattern '{}': only %d or %0Nd are allowed", pattern);
-    std::string num = std::to_string(shard);
-    if (static_cast<int>(num.size()) < width)
-      num = std::string(width - num.size(), zero ? '0' : ' ') + num;
-    out += num;
-    ++conversions;
-    i = j;
-  }
-  if (conversions > 1)
-    return InvalidArgument("shard pattern '{}' has more than one %d", pattern);
-  if (conversions == 0 && shard > 0)
-    return InvalidArgument(
-        "output '{}' needs a %d (e.g. train-%06d.tar) to hold more than one shard", pattern);
-  return out;
-}
-
 Result<std::unique_ptr<WdsWriter>> WdsWriter::Open(const std::string& pattern,
                                                    const WriterOptions& opts_in) {
   WriterOptions opts = opts_in;
-  if (!opts.env) opts.env = Env::Default();
-  STOKER_ASSIGN_OR_RETURN(std::string first, FormatShardPattern(pattern, 0));
-  std::string dir = DirName(first);
-  if (!dir.empty() && dir != ".") STOKER_RETURN_IF_ERROR(opts.env->CreateDirs(dir));
-  std::unique_ptr<WdsWriter> w(new WdsWriter(pattern, opts));
-  w->next_shard_ = static_cast<int>(opts.first_shard);
-  return w;
+  STOKER_RETURN_IF_ERROR(Prepare(pattern, &opts));
+  return std::unique_ptr<WdsWriter>(new WdsWriter(pattern, opts));
 }
 
-WdsWriter::~WdsWriter() {
-  // Not closed: the open shard stays "<name>.partial" (it never verifies).
-  if (file_) file_->Close().IgnoreError();
-}
-
-Status WdsWriter::StartShard() {
-  STOKER_ASSIGN_OR_RETURN(shard_path_, FormatShardPattern(pattern_, next_shard_));
-  ++next_shard_;
-  STOKER_ASSIGN_OR_RETURN(file_, opts_.env->NewWritableFile(shard_path_ + ".partial"));
-  tar_ = std::make_unique<TarWriter>(file_.get());
+Status WdsWriter::BeginShard(WritableFile* file) {
+  tar_ = std::make_unique<TarWriter>(file);
   cur_ = WdsShardIndex();
-  cur_.path = shard_path_;
+  cur_.path = shard_path();
   return Status::OK();
 }
 
-Status WdsWriter::FinishShard() {
-  STOKER_RETURN_IF_ERROR(tar_->Finish());
-  STOKER_RETURN_IF_ERROR(file_->Sync());
-  STOKER_RETURN_IF_ERROR(file_->Close());
-  uint64_t bytes = tar_->offset();
-  file_.reset();
-  tar_.reset();
-  if (opts_.write_index) {
-    std::string text = FormatWdsIndex(cur_);
-    STOKER_RETURN_IF_ERROR(
-        opts_.env->WriteFileAtomic(WdsIndexPath(shard_path_), text.data(), text.size()));
-  }
-  STOKER_RETURN_IF_ERROR(opts_.env->RenameFile(shard_path_ + ".partial", shard_path_));
-  done_.push_back({shard_path_, cur_.samples(), bytes});
-  return Status::OK();
+Status WdsWriter::EndShard() { return tar_->Finish(); }
+
+Status WdsWriter::WriteIndex(const std::string& path) {
+  std::string text = FormatWdsIndex(cur_);
+  return opts().env->WriteFileAtomic(WdsIndexPath(path), text.data(), text.size());
 }
 
-Status WdsWriter::Write(const Sample& s) {
-  if (closed_) return InvalidArgument("write after Close");
-  std::string key = s.key;
+Status WdsWriter::CheckSample(const Sample& s) {
+  const std::string& key = s.key;
   size_t slash = key.rfind('/');
   if (key.empty() || key.back() == '/' ||
       key.find('.', slash == std::string::npos ? 0 : slash + 1) != std::string::npos)
@@ -505,7 +574,6 @@ Status WdsWriter::Write(const Sample& s) {
     return InvalidArgument("sample '{}': keys of the form __name__ are reserved", key);
   if (key == last_key_)
     return InvalidArgument("sample '{}': same key as the previous sample", key);
-  bool has_cls = false;
   for (size_t i = 0; i < s.num_fields; ++i) {
     const std::string& n = s.fields[i].name;
     if (n.empty() || n.find('/') != std::string::npos ||
@@ -516,9 +584,14 @@ Status WdsWriter::Write(const Sample& s) {
     for (size_t j = 0; j < i; ++j)
       if (s.fields[j].name == n)
         return InvalidArgument("sample '{}': duplicate field '{}'", key, n);
-    if (n == "cls") has_cls = true;
   }
-  if (!file_) STOKER_RETURN_IF_ERROR(StartShard());
+  return Status::OK();
+}
+
+Status WdsWriter::AppendSample(const Sample& s) {
+  const std::string& key = s.key;
+  bool has_cls = false;
+  for (size_t i = 0; i < s.num_fields; ++i) has_cls |= s.fields[i].name == "cls";
   cur_.keys.push_back(key);
   cur_.first.push_back(static_cast<uint32_t>(cur_.comps.size()));
   auto add = [&](const std::string& ext, const void* p, size_t n) -> Status {
@@ -534,31 +607,20 @@ Status WdsWriter::Write(const Sample& s) {
     STOKER_RETURN_IF_ERROR(add("cls", cls.data(), cls.size()));
   }
   last_key_ = key;
-  bool full = tar_->offset() >= opts_.shard_bytes ||
-              (opts_.samples_per_shard > 0 && cur_.samples() >= opts_.samples_per_shard);
-  if (full) STOKER_RETURN_IF_ERROR(FinishShard());
-  return Status::OK();
-}
-
-Status WdsWriter::Close() {
-  if (closed_) return Status::OK();
-  // An empty dataset still gets one (empty) shard, unless this run resumes after others.
-  if (!file_ && done_.empty() && opts_.first_shard == 0) STOKER_RETURN_IF_ERROR(StartShard());
-  if (file_) STOKER_RETURN_IF_ERROR(FinishShard());
-  closed_ = true;
   return Status::OK();
 }
 
 void RegisterWdsFormat() {
   RegisterDatasetFormat({"wds",
-                         {"tar"},
+                         {"tar", "tgz"},
                          [](const std::string& path, const DatasetOptions& opts)
                              -> Result<std::unique_ptr<Dataset>> {
                            auto r = WdsDataset::Open(path, opts);
                            if (!r.ok()) return r.status();
                            return std::unique_ptr<Dataset>(std::move(r).value());
                          },
-                         "WebDataset tar shards (a .tar, a brace pattern or a directory)"});
+                         "WebDataset tar shards (.tar, .tar.gz or .tgz: a file, a brace "
+                         "pattern or a directory)"});
   RegisterDatasetWriter("wds", [](const std::string& path, const WriterOptions& opts)
                                    -> Result<std::unique_ptr<DatasetWriter>> {
     auto r = WdsWriter::Open(path, opts);

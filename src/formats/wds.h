@@ -12,13 +12,31 @@
 // the file, 512-aligned, first and last payload preceded by a valid header of the same
 // size); otherwise the shard's headers are scanned (only 512-byte headers are read) and
 // a note explains why.
+//
+// Compressed shards (webdataset reads them natively): a shard that starts with the gzip
+// magic (.tar.gz, .tgz) is streamed through zlib, never decompressed to disk. Opening it
+// decompresses it once to list its members; reads then follow one stream per shard, so a
+// compressed shard is read sequentially: samples the stream passes before they are asked
+// for (a shuffle buffer reorders within a window) are kept in memory up to
+// WdsOptions::stream_cache_bytes, and a read behind the stream restarts it from the start
+// (counted in stream_restarts()). CheckRandomAccess() fails for such a dataset; notes()
+// names each compressed shard. Plain .tar shards keep random access through the index.
+//
+// Members: a member "x.jpg.gz" is decompressed and becomes the field "jpg" (webdataset's
+// default decoder does the same); directories, links and other non-regular members are
+// skipped, as webdataset does. A file that is neither a tar nor gzip is kCorrupt saying
+// what it is (zip, zstd, bzip2, xz, empty, text, ...).
 #pragma once
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/sharded.h"
 #include "io/file_cache.h"
 #include "formats/tar.h"
 #include "formats/writer.h"
@@ -61,11 +79,11 @@ std::string WdsIndexPath(const std::string& shard);
 struct WdsOptions {
   size_t max_open_files = 64;  // open shard handles kept (LRU)
   bool use_index_files = true;
+  // Compressed shards: bytes of samples decompressed ahead of their read, all shards.
+  uint64_t stream_cache_bytes = 512ull << 20;
 };
 
-// Resolves a shard spec: a brace pattern, a directory (its *.tar files, sorted), or files.
-Result<std::vector<std::string>> ResolveShardList(Env* env, const std::string& spec,
-                                                  std::initializer_list<const char*> exts);
+class GzipReader;
 
 class WdsDataset final : public Dataset {
  public:
@@ -79,19 +97,41 @@ class WdsDataset final : public Dataset {
   std::string Location(uint64_t index) const override;
   std::string format() const override { return "wds"; }
   std::vector<std::string> index_errors() const override { return errors_; }
-  // Why an index file was not used, per shard (informational).
-  const std::vector<std::string>& notes() const { return notes_; }
+  // Why an index file was not used, and which shards are compressed (informational).
+  std::vector<std::string> notes() const override { return notes_; }
+  Status CheckRandomAccess() const override;
+  size_t compressed_shards() const;
+  // Reads behind a compressed shard's stream that restarted it (see above).
+  uint64_t stream_restarts() const { return stream_restarts_.load(); }
   // Byte range [begin, end) of sample `index` inside its shard, headers included
-  // (benches compare against raw reads of the same bytes).
+  // (benches compare against raw reads of the same bytes). Plain shards only: a
+  // compressed one has no byte range in its file (CheckRandomAccess says so).
   void ByteRange(uint64_t index, uint32_t* shard, uint64_t* begin, uint64_t* end) const;
   const WdsShardIndex& shard_index(size_t s) const { return index_[s]; }
   size_t open_files() const { return files_.open_files(); }
 
  private:
-  WdsDataset(Env* env, size_t max_open) : env_(env), files_(env, max_open) {}
+  WdsDataset(Env* env, const WdsOptions& o) : env_(env), opts_(o), files_(env, o.max_open_files) {}
   void Locate(uint64_t index, uint32_t* shard, uint32_t* local) const;
+  // The read state of one compressed shard.
+  struct StreamCursor {
+    std::mutex mu;
+    std::unique_ptr<GzipReader> rd;                  // the stream, at rd->position()
+    uint32_t next = 0;                               // first sample the stream has not passed
+    std::map<uint32_t, std::vector<Field>> ahead;    // passed, not yet asked for
+    std::vector<bool> delivered;                     // read in this pass
+  };
+  Status ReadStreamed(uint32_t shard, uint32_t local, Sample* out) const;
+  Status ReadMembers(GzipReader* rd, const WdsShardIndex& idx, uint32_t local,
+                     std::vector<Field>* fields, size_t* n) const;
+  // Decompresses ".gz" members, sets the label from "cls".
+  Status FinishSample(const WdsShardIndex& idx, uint32_t local, Sample* out) const;
   Env* env_;
+  WdsOptions opts_;
   ShardFileCache files_;
+  std::vector<std::unique_ptr<StreamCursor>> streams_;  // null for plain shards
+  mutable std::atomic<uint64_t> cache_bytes_{0};
+  mutable std::atomic<uint64_t> stream_restarts_{0};
   std::vector<WdsShardIndex> index_;
   std::vector<ShardInfo> shards_;
   uint64_t total_ = 0;
@@ -103,35 +143,25 @@ class WdsDataset final : public Dataset {
 // Keys must not contain a dot in their base name, field names must be lower-case
 // without '/', and consecutive keys must differ (all are needed to read the same
 // samples back).
-class WdsWriter final : public DatasetWriter {
+class WdsWriter final : public ShardedWriter {
  public:
   static Result<std::unique_ptr<WdsWriter>> Open(const std::string& pattern,
                                                  const WriterOptions& opts);
-  ~WdsWriter() override;
-  Status Write(const Sample& s) override;
-  Status Close() override;
-  const std::vector<WrittenShard>& shards() const override { return done_; }
 
  private:
   WdsWriter(std::string pattern, WriterOptions opts)
-      : pattern_(std::move(pattern)), opts_(std::move(opts)) {}
-  Status StartShard();
-  Status FinishShard();
-  std::string pattern_;
-  WriterOptions opts_;
-  std::unique_ptr<WritableFile> file_;
+      : ShardedWriter(std::move(pattern), std::move(opts)) {}
+  Status CheckSample(const Sample& s) override;
+  Status BeginShard(WritableFile* file) override;
+  Status AppendSample(const Sample& s) override;
+  uint64_t shard_bytes() const override { return tar_->offset(); }
+  uint64_t shard_samples() const override { return cur_.samples(); }
+  Status EndShard() override;
+  Status WriteIndex(const std::string& path) override;
   std::unique_ptr<TarWriter> tar_;
-  std::string shard_path_;
   WdsShardIndex cur_;
-  uint64_t cur_bytes_ = 0;
-  int next_shard_ = 0;
   std::string last_key_;
-  bool closed_ = false;
-  std::vector<WrittenShard> done_;
 };
-
-// Formats a shard pattern containing exactly one %d / %0Nd (or none when `single`).
-Result<std::string> FormatShardPattern(const std::string& pattern, int shard);
 
 void RegisterWdsFormat();
 

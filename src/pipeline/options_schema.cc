@@ -164,13 +164,18 @@ namespace {
 // A field of PipelineOptions, for const and non-const access.
 #define STOKER_FIELD(expr) [](auto& o) -> auto& { return o.expr; }
 
-template <typename F>
-OptionSpec StrRow(std::string name, std::string group, F field, std::string doc) {
+OptionSpec Base(std::string name, std::string group, OptionType type, std::string doc) {
   OptionSpec s;
   s.name = std::move(name);
   s.group = std::move(group);
-  s.type = OptionType::kString;
+  s.type = type;
   s.doc = std::move(doc);
+  return s;
+}
+
+template <typename F>
+OptionSpec StrRow(std::string name, std::string group, F field, std::string doc) {
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kString, std::move(doc));
   s.set = [field](PipelineOptions& o, const OptionValue& v) { field(o) = v.s; };
   s.get = [field](const PipelineOptions& o) { return OptionValue::String(field(o)); };
   return s;
@@ -178,11 +183,7 @@ OptionSpec StrRow(std::string name, std::string group, F field, std::string doc)
 
 template <typename F>
 OptionSpec BoolRow(std::string name, std::string group, F field, std::string doc) {
-  OptionSpec s;
-  s.name = std::move(name);
-  s.group = std::move(group);
-  s.type = OptionType::kBool;
-  s.doc = std::move(doc);
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kBool, std::move(doc));
   s.set = [field](PipelineOptions& o, const OptionValue& v) { field(o) = v.b; };
   s.get = [field](const PipelineOptions& o) { return OptionValue::Bool(field(o)); };
   return s;
@@ -192,13 +193,9 @@ OptionSpec BoolRow(std::string name, std::string group, F field, std::string doc
 template <typename F>
 OptionSpec IntRow(std::string name, std::string group, F field, double lo, double hi,
                   std::string doc, std::string auto_doc = "", int64_t sentinel = 0) {
-  OptionSpec s;
-  s.name = std::move(name);
-  s.group = std::move(group);
-  s.type = OptionType::kInt;
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kInt, std::move(doc));
   s.min = lo;
   s.max = hi;
-  s.doc = std::move(doc);
   bool has_auto = !auto_doc.empty();
   s.auto_doc = std::move(auto_doc);
   s.zero_is_auto = has_auto && sentinel == 0;
@@ -216,13 +213,9 @@ OptionSpec IntRow(std::string name, std::string group, F field, double lo, doubl
 template <typename F>
 OptionSpec DoubleRow(std::string name, std::string group, F field, double lo, double hi,
                      std::string doc) {
-  OptionSpec s;
-  s.name = std::move(name);
-  s.group = std::move(group);
-  s.type = OptionType::kDouble;
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kDouble, std::move(doc));
   s.min = lo;
   s.max = hi;
-  s.doc = std::move(doc);
   s.set = [field](PipelineOptions& o, const OptionValue& v) { field(o) = v.d; };
   s.get = [field](const PipelineOptions& o) { return OptionValue::Double(field(o)); };
   return s;
@@ -231,11 +224,7 @@ OptionSpec DoubleRow(std::string name, std::string group, F field, double lo, do
 template <typename E, typename F>
 OptionSpec EnumRow(std::string name, std::string group, F field,
                    std::vector<std::pair<std::string, E>> choices, std::string doc) {
-  OptionSpec s;
-  s.name = std::move(name);
-  s.group = std::move(group);
-  s.type = OptionType::kEnum;
-  s.doc = std::move(doc);
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kEnum, std::move(doc));
   for (const auto& c : choices) s.choices.push_back(c.first);
   s.set = [field, choices](PipelineOptions& o, const OptionValue& v) {
     for (const auto& [n, e] : choices)
@@ -254,15 +243,11 @@ OptionSpec EnumRow(std::string name, std::string group, F field,
 template <typename F>
 OptionSpec FloatsRow(std::string name, std::string group, F field, double scale, double lo,
                      double hi, bool lo_exclusive, std::string doc) {
-  OptionSpec s;
-  s.name = std::move(name);
-  s.group = std::move(group);
-  s.type = OptionType::kFloats;
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kFloats, std::move(doc));
   s.count = 3;
   s.min = lo;
   s.max = hi;
   s.min_exclusive = lo_exclusive;
-  s.doc = std::move(doc);
   s.set = [field, scale](PipelineOptions& o, const OptionValue& v) {
     // In float, as the struct's own defaults are written (0.485f * 255): the default
     // given explicitly is then bit-identical to the default left alone.
@@ -282,15 +267,11 @@ OptionSpec FloatsRow(std::string name, std::string group, F field, double scale,
 template <typename F, typename G>
 OptionSpec RangeRow(std::string name, std::string group, F lo_field, G hi_field, double lo,
                     double hi, bool lo_exclusive, std::string doc) {
-  OptionSpec s;
-  s.name = std::move(name);
-  s.group = std::move(group);
-  s.type = OptionType::kRange;
+  OptionSpec s = Base(std::move(name), std::move(group), OptionType::kRange, std::move(doc));
   s.count = 2;
   s.min = lo;
   s.max = hi;
   s.min_exclusive = lo_exclusive;
-  s.doc = std::move(doc);
   s.set = [lo_field, hi_field](PipelineOptions& o, const OptionValue& v) {
     lo_field(o) = v.list[0];
     hi_field(o) = v.list[1];

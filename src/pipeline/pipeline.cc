@@ -35,6 +35,7 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "pipeline/autotune.h"
+#include "pipeline/node_share.h"
 #include "pipeline/options_schema.h"
 #include "pipeline/plan.h"
 
@@ -201,7 +202,9 @@ class PipelineImpl final : public Pipeline {
   EpochPlanOptions plan_;
   RankInfo rank_;
   uint64_t per_rank_ = 0, num_batches_ = 0;
-  int cpu_budget_ = 1;
+  std::atomic<int> cpu_budget_{1};  // the tuner thread may change it (NodeBudget::Refresh)
+  std::unique_ptr<NodeBudget> node_budget_;  // used by Init, then by the tuner thread only
+  std::string budget_why_;                   // guarded by stats_mu_
   int64_t memory_budget_ = 0;
   size_t image_bytes_ = 0;
   std::shared_ptr<BatchPool> pool_;
@@ -288,14 +291,13 @@ Status PipelineImpl::Init() {
   image_bytes_ = opts_.mode == DecodeMode::kRaw ? 0 : opts_.output.bytes();
   size_t batch_bytes = image_bytes_ * opts_.batch_size;
 
-  cpu_budget_ = opts_.cpu_budget > 0 ? opts_.cpu_budget : AvailableCpus();
-  memory_budget_ = opts_.memory_budget;
-  if (memory_budget_ <= 0) {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    int64_t phys = pages > 0 && psz > 0 ? int64_t(pages) * psz : (int64_t(8) << 30);
-    memory_budget_ = std::min<int64_t>(phys / 4, int64_t(8) << 30);
-    memory_budget_ = std::max<int64_t>(memory_budget_, int64_t(4) * batch_bytes + (256 << 20));
-  }
+  // Budgets: explicit options, else this rank's share of the node (node_share.h).
+  STOKER_ASSIGN_OR_RETURN(
+      node_budget_, NodeBudget::Create(opts_, rank_, int64_t(4) * batch_bytes + (256 << 20)));
+  cpu_budget_ = node_budget_->budgets().cpus;
+  memory_budget_ = node_budget_->budgets().memory;
+  budget_why_ = node_budget_->budgets().why;
+  if (node_budget_->budgets().shared) tuning_.push_back({0.0, budget_why_});
   // Batches: window (prefetch + 1 in production) plus one held by the consumer.
   int64_t per_batch = std::max<int64_t>(1, static_cast<int64_t>(batch_bytes));
   int64_t sample_mem = int64_t(256) << 20;  // queues of samples and decoded images
@@ -312,11 +314,11 @@ Status PipelineImpl::Init() {
   // compute threads (sized to the CPU budget), both tuned.
   fused_ = opts_.fused || opts_.threads > 0;
   auto_threads_ = !fused_;
-  int budget_threads = std::max(1, cpu_budget_);
+  int budget_threads = std::max(1, cpu_budget_.load());
   std::vector<TunableInt> th(2);  // [0] read (I/O), [1] compute (decode + augment)
   th[0].autotune = th[1].autotune = opts_.threads == 0 && !fused_;
   th[0].max = std::max(16, budget_threads * 2);
-  th[1].max = budget_threads;
+  th[1].max = std::max(budget_threads, node_budget_->max_cpus());
   th[0].value = 1;
   th[1].value = budget_threads;
   if (fused_) {
@@ -813,6 +815,13 @@ void PipelineImpl::TunerLoop() {
     AutotuneSnapshot snap;
     snap.period_s = (now - last_ns) * 1e-9;
     last_ns = now;
+    std::string budget_change;
+    if (node_budget_->Refresh(now, &budget_change)) {
+      cpu_budget_ = node_budget_->budgets().cpus;
+      std::lock_guard<std::mutex> lk(stats_mu_);
+      budget_why_ = node_budget_->budgets().why;
+      tuning_.push_back({(now - t_start_ns_) * 1e-9, budget_change});
+    }
     snap.cpu_budget = cpu_budget_;
     snap.batch_size = opts_.batch_size;
     for (int g = 0; g < 2; ++g) {
@@ -924,11 +933,13 @@ PipelineStats PipelineImpl::Stats() const {
     st.bottleneck = "consumer";
   st.prefetch = prefetch_;
   st.memory_budget = memory_budget_;
+  st.cpu_budget = cpu_budget_;
   st.buffer_bytes = pool_ ? pool_->allocated_bytes() : 0;
   st.autotune = autotune_;
   st.rank = rank_;
   std::lock_guard<std::mutex> lk(stats_mu_);
   st.skipped = skipped_count_;
+  st.budget_source = budget_why_;
   st.skipped_items = skipped_;
   st.tuning = tuning_;
   return st;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
+#include "pipeline/plan.h"
 #include "formats/checksum.h"
 #include "formats/dataset.h"
 #include "formats/writer.h"
@@ -54,26 +55,17 @@ Status DropAll(Env* env, const std::vector<std::string>& files) {
   return Status::OK();
 }
 
-std::vector<uint64_t> Permutation(uint64_t n, uint64_t seed, uint64_t stream) {
-  std::vector<uint64_t> p(n);
-  std::iota(p.begin(), p.end(), 0);
-  Rng rng(seed, 0, 0, stream);
-  for (uint64_t i = n; i > 1; --i) std::swap(p[i - 1], p[rng.Next() % i]);
-  return p;
-}
-
-// The order a shuffled epoch reads: shards in shuffled order, each read sequentially (the
-// shuffle buffer reorders in memory only); a full permutation when random access is cheap.
-std::vector<uint64_t> ShuffledEpochOrder(const Dataset& ds, uint64_t seed) {
-  if (ds.random_access_is_cheap()) return Permutation(ds.size(), seed, 7);
-  std::vector<ShardInfo> shards = ds.shards();
-  Rng rng(seed, 1, 0, 9);
-  for (size_t i = shards.size(); i > 1; --i) std::swap(shards[i - 1], shards[rng.Next() % i]);
-  std::vector<uint64_t> order;
-  order.reserve(ds.size());
-  for (const auto& s : shards)
-    for (uint64_t i = s.begin; i < s.end; ++i) order.push_back(i);
-  return order;
+// Read orders come from the pipeline's epoch planner (pipeline/plan.h), so the bench
+// reads what a training epoch reads: a full permutation (random access), or shards in
+// shuffled order each read sequentially (a shuffle buffer of one: the real buffer reorders
+// in memory only, it does not change which bytes are read next).
+std::vector<uint64_t> PlannedOrder(const Dataset& ds, uint64_t seed, bool permutation) {
+  EpochPlanOptions o;
+  o.shuffle = true;
+  o.global_shuffle = permutation;
+  o.seed = seed;
+  o.shuffle_buffer = 1;
+  return GlobalOrder(ds.shards(), ds.size(), 0, o);
 }
 
 struct Timed {
@@ -106,9 +98,9 @@ std::vector<uint64_t> PassOrder(const Dataset& ds, int kind, uint64_t seed) {
     order.resize(ds.size());
     std::iota(order.begin(), order.end(), 0);
   } else if (kind == 1) {
-    order = Permutation(ds.size(), seed, 3);
+    order = PlannedOrder(ds, seed, /*permutation=*/true);
   } else {
-    order = ShuffledEpochOrder(ds, seed);
+    order = PlannedOrder(ds, seed, /*permutation=*/ds.random_access_is_cheap());
   }
   return order;
 }
@@ -284,7 +276,12 @@ Status MeasureRaw(Env* env, Clock* clock, const std::string& dir,
   size_t max_len = 1;
   for (const auto& r : raw->recs) max_len = std::max<size_t>(max_len, r.second);
   raw->buf.resize(std::max<size_t>(max_len, 1u << 20));
-  raw->perm = Permutation(n, o.seed, 3);
+  {
+    EpochPlanOptions po;
+    po.global_shuffle = true;
+    po.seed = o.seed;
+    raw->perm = GlobalOrder({ShardInfo{raw->path, 0, n}}, n, 0, po);
+  }
   const int repeats = std::max(1, o.repeats);
   for (int state = 0; state < 2; ++state) {
     bool cold = state == 0;

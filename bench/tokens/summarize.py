@@ -1,0 +1,59 @@
+"""Markdown tables (median and range over the repeats, ratios) from run_bench.py's JSON.
+
+    .venv/bin/python bench/tokens/summarize.py bench/tokens/results.json
+"""
+
+import json
+import statistics
+import sys
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def main(path):
+    r = json.load(open(path))
+    print(f"load average before {r['load_before'][0]:.1f}, after {r['load_after'][0]:.1f}; "
+          f"{r['cpus']} CPUs\n")
+    for S, rows in r.get("delivery", {}).items():
+        print(f"### Delivery, seq_len {S}, batch 8\n")
+        print("| contender | M tokens/s (median, range) | M tokens per CPU-s (median, range) | "
+              "stoker-cpp / this, per CPU-s |")
+        print("| --- | ---: | ---: | ---: |")
+        base = med([x["tokens_per_cpu_s"] for x in rows["stoker-cpp"]])
+        for name, xs in rows.items():
+            w = [x["tokens_per_s"] / 1e6 for x in xs]
+            c = [x["tokens_per_cpu_s"] / 1e6 for x in xs]
+            print(f"| {name} | {med(w):.1f} ({min(w):.1f}-{max(w):.1f}) | {med(c):.1f} "
+                  f"({min(c):.1f}-{max(c):.1f}) | {base / 1e6 / med(c):.2f} |")
+        mc = med([x["tokens_per_s"] for x in rows["memcpy"]])
+        sc = med([x["tokens_per_s"] for x in rows["stoker-cpp"]])
+        print(f"\nstoker-cpp / memcpy (wall, medians): {sc / mc:.2f}\n")
+    ix = r.get("index")
+    if ix:
+        print("### Index build (one epoch, seq_len 2048)\n")
+        print("| builder | build s (runs) | peak RSS growth MB (runs) | samples |")
+        print("| --- | ---: | ---: | ---: |")
+        for name, xs in ix.items():
+            secs = ", ".join("%.3f" % x["seconds"] for x in xs)
+            rss = ", ".join("%.0f" % (x["peak_rss_delta"] / 1e6) for x in xs)
+            print(f"| {name} | {secs} | {rss} | {xs[0]['samples']} |")
+        m = med([x["seconds"] for x in ix["megatron"]]) / med([x["seconds"] for x in ix["stoker"]])
+        print(f"\nMegatron / stoker build time (medians): {m:.1f}x\n")
+    tk = r.get("tokenize")
+    if tk:
+        print(f"### Tokenization ({tk['files']} JSONL files, {tk['bytes'] / 1e6:.1f} MB, "
+              f"{tk['cpus']} processes)\n")
+        print("| tool | M tokens/s (runs) | tokens |")
+        print("| --- | ---: | ---: |")
+        for name in ("stoker", "datasets"):
+            xs = tk[name]
+            rates = ", ".join("%.3f" % (x["tokens_per_s"] / 1e6) for x in xs)
+            print(f"| {name} | {rates} | {xs[0]['tokens']} |")
+        m = med([x["tokens_per_s"] for x in tk["stoker"]]) / med([x["tokens_per_s"] for x in tk["datasets"]])
+        print(f"\nstoker / datasets.map (medians): {m:.2f}x\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,104 @@
+#include "tokens/token_bench.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/random.h"
+
+namespace stoker::tokens {
+
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double CpuNow() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+}  // namespace
+
+int64_t PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+Result<TokenBenchResult> RunTokenBench(const TokenBenchOptions& o) {
+  TokenBenchResult r;
+  r.peak_rss_before = PeakRssBytes();
+  double t0 = Now();
+  STOKER_ASSIGN_OR_RETURN(auto p, TokenPipeline::Create(o.pipeline));
+  r.open_s = Now() - t0;
+  r.peak_rss_after_index = PeakRssBytes();
+  TokenPipelineStats st = p->stats();
+  r.index_build_s = st.index_build_s;
+  r.index_bytes = st.index_bytes;
+  r.index_from_cache = st.indices_built == 0;
+  for (size_t d = 0; d < p->num_corpora(); ++d) {
+    r.documents += p->store(d).num_documents();
+    r.tokens += p->store(d).num_tokens();
+  }
+  r.samples_per_epoch = p->samples_per_epoch();
+  if (o.index_only) return r;
+
+  for (uint64_t i = 0; i < o.warmup; ++i) STOKER_RETURN_IF_ERROR(p->Next().status());
+  double c0 = CpuNow();
+  t0 = Now();
+  for (uint64_t i = 0; i < o.steps; ++i) {
+    STOKER_ASSIGN_OR_RETURN(TokenBatchPtr b, p->Next());
+    ++r.batches;
+    r.delivered_tokens += b->tokens;
+    r.pad_tokens += b->pad_tokens;
+  }
+  r.wall_s = Now() - t0;
+  r.cpu_s = CpuNow() - c0;
+  const double positions = static_cast<double>(r.batches) * o.pipeline.batch_size *
+                           static_cast<double>(o.pipeline.index.seq_len);
+  r.tokens_per_s = positions / r.wall_s;
+  r.tokens_per_cpu_s = r.cpu_s > 0 ? positions / r.cpu_s : 0;
+  r.out_bytes_per_s = r.tokens_per_s * (o.pipeline.int64_output ? 8 : 4) * 3;
+
+  if (o.memcpy_limit) {
+    // The hardware limit of the delivery: copying the same source token bytes (one window
+    // of S + 1 tokens per row, at random places of corpus 0's mapping) into a batch buffer.
+    const TokenStore& s = p->store(0);
+    const size_t isz = TokenDTypeSize(s.dtype());
+    const uint64_t S = static_cast<uint64_t>(o.pipeline.index.seq_len) + 1;
+    const uint64_t B = static_cast<uint64_t>(o.pipeline.batch_size);
+    std::vector<uint8_t> dst(B * S * isz);
+    // Windows inside documents long enough, else whole documents.
+    Rng rng(1);
+    const uint64_t nd = s.num_documents();
+    double bytes = 0;
+    uint64_t rows = 0;
+    double m0 = Now();
+    const uint64_t total_rows = o.steps * B;
+    while (rows < total_rows) {
+      for (uint64_t b = 0; b < B; ++b, ++rows) {
+        uint64_t want = S;
+        uint8_t* out = dst.data() + b * S * isz;
+        while (want > 0) {
+          TokenSpan sp = s.Document(rng.Below(nd));
+          uint64_t n = std::min<uint64_t>(want, sp.length);
+          uint64_t off = sp.length > n ? rng.Below(sp.length - n) : 0;
+          std::memcpy(out, sp.data + off * isz, n * isz);
+          out += n * isz;
+          want -= n;
+          bytes += static_cast<double>(n * isz);
+        }
+      }
+      asm volatile("" : : "r"(dst.data()) : "memory");
+    }
+    double dt = Now() - m0;
+    r.memcpy_bytes_per_s = bytes / dt;
+    r.memcpy_tokens_per_s = static_cast<double>(total_rows) * static_cast<double>(S - 1) / dt;
+    r.ratio_to_memcpy = r.tokens_per_s / r.memcpy_tokens_per_s;
+  }
+  return r;
+}
+
+}  // namespace stoker::tokens

@@ -1,0 +1,425 @@
+#include "tokens/token_index.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "core/random.h"
+#include "formats/checksum.h"
+
+namespace stoker::tokens {
+
+Result<PackMode> ParsePackMode(const std::string& s) {
+  if (s == "concat") return PackMode::kConcat;
+  if (s == "best_fit" || s == "bfd") return PackMode::kBestFit;
+  if (s == "first_fit" || s == "ffd") return PackMode::kFirstFit;
+  return InvalidArgument("packing '{}' is not one of concat, best_fit, first_fit", s);
+}
+
+const char* PackModeName(PackMode m) {
+  switch (m) {
+    case PackMode::kConcat: return "concat";
+    case PackMode::kBestFit: return "best_fit";
+    case PackMode::kFirstFit: return "first_fit";
+  }
+  return "?";
+}
+
+Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOptions& o) {
+  const uint64_t d = store.num_documents();
+  if (d >= std::numeric_limits<uint32_t>::max())
+    return InvalidArgument("{}: {} documents; the token index holds at most 2^32 - 1",
+                           store.files()[0], d);
+  if (!(o.split_begin >= 0 && o.split_begin < o.split_end && o.split_end <= 1.0))
+    return InvalidArgument("split [{}, {}) is not a range inside [0, 1]", o.split_begin,
+                           o.split_end);
+  auto at = [&](double f) {
+    return static_cast<uint64_t>(f * static_cast<double>(d) + 0.5);
+  };
+  uint64_t b = at(o.split_begin), e = at(o.split_end);
+  CorpusDocs out;
+  out.docs.reserve(e - b);
+  for (uint64_t i = b; i < e; ++i) {
+    uint64_t len = store.DocumentLength(i);
+    if (len == 0) {
+      if (!o.skip_empty)
+        return Corrupt("{} is empty (no tokens); skip empty documents to go on (skip_empty)",
+                       store.Location(i));
+      ++out.skipped_empty;
+      continue;
+    }
+    if (len >= std::numeric_limits<uint32_t>::max())
+      return InvalidArgument("{} has {} tokens, more than 2^32 - 1", store.Location(i), len);
+    out.docs.push_back(static_cast<uint32_t>(i));
+    out.tokens += len;
+    out.max_doc_len = std::max(out.max_doc_len, len);
+  }
+  if (out.docs.empty())
+    return InvalidArgument("{}: the split [{}, {}) holds no non-empty document",
+                           store.files()[0], o.split_begin, o.split_end);
+  return out;
+}
+
+namespace {
+
+void Shuffle(std::vector<uint32_t>* v, Rng* rng) {
+  for (size_t i = v->size(); i > 1; --i) std::swap((*v)[i - 1], (*v)[rng->Below(i)]);
+}
+
+// Best-fit: the bin with the least room that still fits. Bins are bucketed by their room
+// (0..S) with a bitset over non-empty buckets, so a lookup scans S/64 words at most.
+class BestFitBins {
+ public:
+  explicit BestFitBins(uint64_t cap) : cap_(cap), buckets_(cap + 1), bits_((cap + 64) / 64) {}
+  uint32_t Place(uint64_t len) {
+    uint64_t w = len / 64;
+    uint64_t word = bits_[w] & (~0ull << (len % 64));
+    while (word == 0 && ++w < bits_.size()) word = bits_[w];
+    uint32_t bin;
+    uint64_t room;
+    if (w >= bits_.size()) {
+      bin = static_cast<uint32_t>(nbins_++);
+      room = cap_;
+    } else {
+      room = w * 64 + static_cast<uint64_t>(__builtin_ctzll(word));
+      bin = buckets_[room].back();
+      buckets_[room].pop_back();
+      if (buckets_[room].empty()) bits_[room / 64] &= ~(1ull << (room % 64));
+    }
+    uint64_t left = room - len;
+    if (left > 0) {
+      buckets_[left].push_back(bin);
+      bits_[left / 64] |= 1ull << (left % 64);
+    }
+    return bin;
+  }
+  uint64_t bins() const { return nbins_; }
+
+ private:
+  uint64_t cap_;
+  std::vector<std::vector<uint32_t>> buckets_;
+  std::vector<uint64_t> bits_;
+  uint64_t nbins_ = 0;
+};
+
+// First-fit: the lowest-numbered bin with room, found in a max segment tree over the bins.
+class FirstFitBins {
+ public:
+  FirstFitBins(uint64_t cap, uint64_t max_bins) : cap_(cap) {
+    n_ = 1;
+    while (n_ < max_bins) n_ <<= 1;
+    tree_.assign(2 * n_, static_cast<uint32_t>(cap));  // unopened bins have full room
+  }
+  uint32_t Place(uint64_t len) {
+    size_t i = 1;
+    while (i < n_) i = tree_[2 * i] >= len ? 2 * i : 2 * i + 1;
+    uint32_t bin = static_cast<uint32_t>(i - n_);
+    nbins_ = std::max<uint64_t>(nbins_, bin + 1ull);
+    tree_[i] -= static_cast<uint32_t>(len);
+    for (i >>= 1; i >= 1; i >>= 1) tree_[i] = std::max(tree_[2 * i], tree_[2 * i + 1]);
+    return bin;
+  }
+  uint64_t bins() const { return nbins_; }
+
+ private:
+  uint64_t cap_;
+  size_t n_;
+  std::vector<uint32_t> tree_;
+  uint64_t nbins_ = 0;
+};
+
+constexpr char kIndexMagic[8] = {'S', 'T', 'K', 'T', 'I', 'D', 'X', '1'};
+struct IndexHeader {
+  char magic[8];
+  uint32_t version, mode;
+  int64_t seq_len;
+  uint64_t num_docs, num_samples, num_segs, tokens, pad_tokens;
+};
+static_assert(sizeof(IndexHeader) == 64);
+
+}  // namespace
+
+Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, const TokenStore& store,
+                                                      const TokenIndexOptions& o, uint64_t epoch,
+                                                      uint64_t salt) {
+  auto ix = std::shared_ptr<EpochIndex>(new EpochIndex());
+  ix->mode_ = o.mode;
+  ix->seq_len_ = o.seq_len;
+  ix->store_ = &store;
+  const uint64_t S = static_cast<uint64_t>(o.seq_len);
+  ix->own_docs_ = cd.docs;
+  if (o.shuffle) {
+    Rng rng(o.seed, epoch, salt, kStreamDocShuffle);
+    Shuffle(&ix->own_docs_, &rng);
+  }
+  const auto& order = ix->own_docs_;
+  ix->tokens_ = cd.tokens;
+  const uint64_t T = cd.tokens;
+  if (o.mode == PackMode::kConcat) {
+    uint64_t n = o.drop_last_partial ? (T - 1) / S : (T + S - 1) / S;
+    if (n == 0)
+      return InvalidArgument("{}: {} tokens make no sample of seq_len {} (+1 for the labels)",
+                             store.files()[0], T, S);
+    if (n >= std::numeric_limits<uint32_t>::max())
+      return InvalidArgument("{} samples in one epoch; the index holds at most 2^32 - 1", n);
+    ix->own_samples_.resize(n + 1);
+    // Walk the concatenated stream: sample k starts at token k*S.
+    uint64_t pos = 0, off = 0;  // document position in `order`, token offset in it
+    for (uint64_t k = 0; k <= n; ++k) {
+      uint64_t want = k * S;  // absolute token; advance from the previous start by S
+      if (k > 0) {
+        uint64_t left = S;
+        while (left > 0 && pos < order.size()) {
+          uint64_t room = store.DocumentLength(order[pos]) - off;
+          if (left < room) {
+            off += left;
+            left = 0;
+          } else {
+            left -= room;
+            ++pos;
+            off = 0;
+          }
+        }
+      }
+      (void)want;
+      ix->own_samples_[k] = {static_cast<uint32_t>(pos), static_cast<uint32_t>(off)};
+    }
+    ix->num_samples_ = n;
+  } else {
+    std::vector<Seg> segs;
+    segs.reserve(order.size() + T / S + 1);
+    for (uint64_t p = 0; p < order.size(); ++p) {
+      uint64_t len = store.DocumentLength(order[p]);
+      for (uint64_t off = 0; off < len; off += S)
+        segs.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(off),
+                        static_cast<uint32_t>(std::min(S, len - off))});
+    }
+    std::vector<uint32_t> bin_of(segs.size());
+    uint64_t nbins = 0;
+    if (o.mode == PackMode::kBestFit) {
+      // Decreasing length, stable (counting sort over 1..S).
+      std::vector<uint32_t> count(S + 2, 0);
+      for (const auto& s : segs) ++count[S - s.len + 1];
+      for (uint64_t i = 1; i < count.size(); ++i) count[i] += count[i - 1];
+      std::vector<uint32_t> sorted(segs.size());
+      for (uint32_t i = 0; i < segs.size(); ++i) sorted[count[S - segs[i].len]++] = i;
+      BestFitBins bins(S);
+      for (uint32_t i : sorted) bin_of[i] = bins.Place(segs[i].len);
+      nbins = bins.bins();
+    } else {
+      FirstFitBins bins(S, segs.size());
+      for (uint32_t i = 0; i < segs.size(); ++i) bin_of[i] = bins.Place(segs[i].len);
+      nbins = bins.bins();
+    }
+    // Group the pieces by bin (in document order within a bin).
+    ix->own_bins_.assign(nbins + 1, 0);
+    for (uint32_t b : bin_of) ++ix->own_bins_[b + 1];
+    for (uint64_t i = 1; i <= nbins; ++i) ix->own_bins_[i] += ix->own_bins_[i - 1];
+    ix->own_segs_.resize(segs.size());
+    std::vector<uint32_t> fill(ix->own_bins_.begin(), ix->own_bins_.end() - 1);
+    for (uint32_t i = 0; i < segs.size(); ++i) ix->own_segs_[fill[bin_of[i]]++] = segs[i];
+    ix->num_samples_ = nbins;
+    ix->pad_tokens_ = nbins * S - T;
+  }
+  ix->own_shuffle_.resize(ix->num_samples_);
+  for (uint32_t i = 0; i < ix->num_samples_; ++i) ix->own_shuffle_[i] = i;
+  if (o.shuffle) {
+    Rng rng(o.seed, epoch, salt, kStreamSampleShuffle);
+    Shuffle(&ix->own_shuffle_, &rng);
+  }
+  ix->doc_order_ = ix->own_docs_.data();
+  ix->num_docs_ = ix->own_docs_.size();
+  ix->sample_index_ = ix->own_samples_.empty() ? nullptr : ix->own_samples_.data();
+  ix->bin_start_ = ix->own_bins_.empty() ? nullptr : ix->own_bins_.data();
+  ix->segs_ = ix->own_segs_.empty() ? nullptr : ix->own_segs_.data();
+  ix->num_segs_ = ix->own_segs_.size();
+  ix->shuffle_ = ix->own_shuffle_.data();
+  ix->info_.bytes = 4 * ix->num_docs_ + 8 * ix->own_samples_.size() + 4 * ix->own_bins_.size() +
+                    12 * ix->num_segs_ + 4 * ix->num_samples_;
+  return ix;
+}
+
+Status EpochIndex::Save(Env* env, const std::string& path) const {
+  IndexHeader h{};
+  std::memcpy(h.magic, kIndexMagic, 8);
+  h.version = 1;
+  h.mode = static_cast<uint32_t>(mode_);
+  h.seq_len = seq_len_;
+  h.num_docs = num_docs_;
+  h.num_samples = num_samples_;
+  h.num_segs = num_segs_;
+  h.tokens = tokens_;
+  h.pad_tokens = pad_tokens_;
+  std::vector<uint8_t> buf(sizeof(h));
+  std::memcpy(buf.data(), &h, sizeof(h));
+  auto put = [&](const void* p, size_t n) {
+    size_t at = buf.size();
+    buf.resize(at + n);
+    if (n) std::memcpy(buf.data() + at, p, n);
+  };
+  put(doc_order_, 4 * num_docs_);
+  if (mode_ == PackMode::kConcat) {
+    put(sample_index_, 8 * (num_samples_ + 1));
+  } else {
+    put(bin_start_, 4 * (num_samples_ + 1));
+    put(segs_, 12 * num_segs_);
+  }
+  put(shuffle_, 4 * num_samples_);
+  std::string dir = DirName(path);
+  if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
+  return env->WriteFileAtomic(path, buf.data(), buf.size());
+}
+
+Result<std::shared_ptr<EpochIndex>> EpochIndex::Load(Env* env, const std::string& path,
+                                                     const TokenStore& store, PackMode mode,
+                                                     int64_t seq_len) {
+  STOKER_ASSIGN_OR_RETURN(auto m, MappedFile::Open(env, path));
+  IndexHeader h{};
+  if (m->size() < sizeof(h)) return Corrupt("{}: truncated index header", path);
+  std::memcpy(&h, m->data(), sizeof(h));
+  if (std::memcmp(h.magic, kIndexMagic, 8) != 0 || h.version != 1 ||
+      h.mode != static_cast<uint32_t>(mode) || h.seq_len != seq_len)
+    return Corrupt("{}: not a token index for these options", path);
+  uint64_t need = sizeof(h) + 4 * h.num_docs + 4 * h.num_samples;
+  need += mode == PackMode::kConcat ? 8 * (h.num_samples + 1)
+                                    : 4 * (h.num_samples + 1) + 12 * h.num_segs;
+  if (h.num_docs > m->size() || h.num_samples > m->size() || h.num_segs > m->size() ||
+      m->size() != need)
+    return Corrupt("{}: {} bytes, the header needs {}", path, m->size(), need);
+  auto ix = std::shared_ptr<EpochIndex>(new EpochIndex());
+  ix->mode_ = mode;
+  ix->seq_len_ = seq_len;
+  ix->store_ = &store;
+  ix->num_docs_ = h.num_docs;
+  ix->num_samples_ = h.num_samples;
+  ix->num_segs_ = h.num_segs;
+  ix->tokens_ = h.tokens;
+  ix->pad_tokens_ = h.pad_tokens;
+  const uint8_t* p = m->data() + sizeof(h);
+  ix->doc_order_ = reinterpret_cast<const uint32_t*>(p);
+  p += 4 * h.num_docs;
+  if (mode == PackMode::kConcat) {
+    ix->sample_index_ = reinterpret_cast<const SampleStart*>(p);
+    p += 8 * (h.num_samples + 1);
+  } else {
+    ix->bin_start_ = reinterpret_cast<const uint32_t*>(p);
+    p += 4 * (h.num_samples + 1);
+    ix->segs_ = reinterpret_cast<const Seg*>(p);
+    p += 12 * h.num_segs;
+  }
+  ix->shuffle_ = reinterpret_cast<const uint32_t*>(p);
+  // Cheap consistency checks, so a damaged cache file cannot index outside the corpus.
+  for (uint64_t i = 0; i < h.num_docs; i += 1 + h.num_docs / 64)
+    if (ix->doc_order_[i] >= store.num_documents()) return Corrupt("{}: bad document id", path);
+  for (uint64_t i = 0; i < h.num_samples; i += 1 + h.num_samples / 64)
+    if (ix->shuffle_[i] >= h.num_samples) return Corrupt("{}: bad shuffle index", path);
+  if (mode != PackMode::kConcat && ix->bin_start_[h.num_samples] != h.num_segs)
+    return Corrupt("{}: bin index does not cover its pieces", path);
+  ix->info_.bytes = m->size() - sizeof(h);
+  ix->mapped_ = std::move(m);
+  return ix;
+}
+
+Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& store,
+                                                          const CorpusDocs& docs,
+                                                          const TokenIndexOptions& o,
+                                                          uint64_t epoch, uint64_t salt,
+                                                          Env* env) {
+  if (o.seq_len < 1 || o.seq_len > (1 << 24))
+    return InvalidArgument("seq_len {} is not in [1, 2^24]", o.seq_len);
+  if (env == nullptr) env = Env::Default();
+  std::string path;
+  if (o.cache_dir != "none") {
+    // The key: the files (path, size, mtime), the options and the epoch.
+    std::string desc = fmt::format("stoker-token-index-v1|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+                                   store.format(), store.num_documents(), store.num_tokens(),
+                                   o.seq_len, PackModeName(o.mode), o.seed, o.shuffle,
+                                   o.drop_last_partial, o.split_begin, o.split_end, o.skip_empty);
+    for (const auto& f : store.files()) {
+      auto st = env->Stat(f);
+      desc += fmt::format("|{}:{}:{}", f, st.ok() ? st->size : 0, st.ok() ? st->mtime_ns : 0);
+    }
+    desc += fmt::format("|salt={}|epoch={}", salt, epoch);
+    std::string dir = o.cache_dir;
+    if (dir.empty()) {
+      std::string d = DirName(store.files()[0]);
+      dir = JoinPath(d.empty() ? "." : d, ".stoker-index");
+    }
+    path = JoinPath(dir, fmt::format("{}-{}-s{}-e{}.tokidx", fmt::format("{:016x}", XXH64(desc.data(), desc.size())),
+                                     PackModeName(o.mode), o.seq_len, epoch));
+    if (env->FileExists(path)) {
+      auto loaded = Load(env, path, store, o.mode, o.seq_len);
+      if (loaded.ok()) {
+        (*loaded)->info_.from_cache = true;
+        (*loaded)->info_.cache_path = path;
+        return std::shared_ptr<const EpochIndex>(std::move(loaded).value());
+      }
+      // A damaged or foreign cache file is rebuilt (and replaced) below.
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  STOKER_ASSIGN_OR_RETURN(auto ix, Build(docs, store, o, epoch, salt));
+  ix->info_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!path.empty()) {
+    // Caching is best effort: a read-only data folder still trains (in memory).
+    if (ix->Save(env, path).ok()) ix->info_.cache_path = path;
+  }
+  return std::shared_ptr<const EpochIndex>(std::move(ix));
+}
+
+uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
+  out->clear();
+  const uint64_t k = shuffle_[p];
+  if (mode_ == PackMode::kConcat) {
+    uint64_t left = static_cast<uint64_t>(seq_len_) + 1;
+    uint64_t pos = sample_index_[k].pos, off = sample_index_[k].off;
+    while (left > 0 && pos < num_docs_) {
+      uint64_t doc = doc_order_[pos];
+      uint64_t room = store_->DocumentLength(doc) - off;
+      uint64_t take = std::min(room, left);
+      out->push_back({doc, off, take});
+      left -= take;
+      ++pos;
+      off = 0;
+    }
+  } else {
+    for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
+      out->push_back({doc_order_[segs_[i].pos], segs_[i].off, segs_[i].len});
+  }
+  return k;
+}
+
+BlendCursor::BlendCursor(std::vector<double> weights) : w_(std::move(weights)) {
+  double sum = 0;
+  for (double w : w_) sum += w;
+  for (double& w : w_) w = sum > 0 ? w / sum : 1.0 / static_cast<double>(w_.size());
+  counts_.assign(w_.size(), 0);
+}
+
+std::pair<size_t, uint64_t> BlendCursor::Next() {
+  double at = std::max(static_cast<double>(pos_), 1.0);
+  size_t best = 0;
+  double best_err = w_[0] * at - static_cast<double>(counts_[0]);
+  for (size_t d = 1; d < w_.size(); ++d) {
+    double err = w_[d] * at - static_cast<double>(counts_[d]);
+    if (err > best_err) {
+      best_err = err;
+      best = d;
+    }
+  }
+  ++pos_;
+  return {best, counts_[best]++};
+}
+
+void BlendCursor::Seek(uint64_t samples) {
+  counts_.assign(w_.size(), 0);
+  pos_ = 0;
+  if (w_.size() == 1) {
+    counts_[0] = pos_ = samples;
+    return;
+  }
+  while (pos_ < samples) Next();
+}
+
+}  // namespace stoker::tokens

@@ -1,0 +1,420 @@
+#include "tokens/token_pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <future>
+
+#include "core/thread_pool.h"
+#include "formats/checksum.h"
+
+namespace stoker::tokens {
+
+namespace {
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Recycles batch buffers: a TokenBatchPtr's deleter gives its batch back, so the pool's
+// size is bounded by the batches alive (prefetched + held by the consumer).
+class BatchPool : public std::enable_shared_from_this<BatchPool> {
+ public:
+  std::shared_ptr<TokenBatch> Get() {
+    std::unique_ptr<TokenBatch> b;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!free_.empty()) {
+        b = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!b) b = std::make_unique<TokenBatch>();
+    std::weak_ptr<BatchPool> self = weak_from_this();
+    return std::shared_ptr<TokenBatch>(b.release(), [self](TokenBatch* p) {
+      if (auto pool = self.lock()) {
+        std::lock_guard<std::mutex> l(pool->mu_);
+        if (pool->free_.size() < 16) {
+          pool->free_.emplace_back(p);
+          return;
+        }
+      }
+      delete p;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<TokenBatch>> free_;
+};
+}  // namespace
+
+// Batches are assembled on a thread pool, `prefetch` ahead of the consumer, and delivered
+// in step order. Plans are made on the consumer's thread (they advance the blend).
+class TokenPipeline::Prefetcher {
+ public:
+  Prefetcher(const TokenPipeline* p, int threads)
+      : p_(p), pool_(std::max(1, threads), "stoker-tokens"),
+        batches_(std::make_shared<BatchPool>()) {}
+  ~Prefetcher() { Drain(); }
+  void Push(Plan plan) {
+    auto pr = std::make_shared<std::promise<Result<TokenBatchPtr>>>();
+    q_.push_back(pr->get_future());
+    auto shared_plan = std::make_shared<Plan>(std::move(plan));
+    pool_.Schedule([this, pr, shared_plan] {
+      auto t0 = std::chrono::steady_clock::now();
+      std::shared_ptr<TokenBatch> b = batches_->Get();
+      Status st = p_->Assemble(*shared_plan, b.get());
+      double dt = Since(t0);
+      {
+        std::lock_guard<std::mutex> l(p_->stats_mu_);
+        p_->stats_.assemble_s += dt;
+      }
+      if (st.ok()) {
+        pr->set_value(TokenBatchPtr(std::move(b)));
+      } else {
+        pr->set_value(st);
+      }
+    });
+  }
+  size_t size() const { return q_.size(); }
+  Result<TokenBatchPtr> Pop() {
+    auto f = std::move(q_.front());
+    q_.pop_front();
+    return f.get();
+  }
+  void Drain() {
+    pool_.Wait();
+    q_.clear();
+  }
+
+ private:
+  const TokenPipeline* p_;
+  ThreadPool pool_;
+  std::shared_ptr<BatchPool> batches_;
+  std::deque<std::future<Result<TokenBatchPtr>>> q_;
+};
+
+TokenPipeline::TokenPipeline(TokenPipelineOptions o) : o_(std::move(o)) {}
+TokenPipeline::~TokenPipeline() { prefetch_.reset(); }
+
+Result<std::unique_ptr<TokenPipeline>> TokenPipeline::Create(const TokenPipelineOptions& o) {
+  if (o.data.empty()) return InvalidArgument("no token data given");
+  if (!o.weights.empty() && o.weights.size() != o.data.size())
+    return InvalidArgument("{} blend weights for {} corpora", o.weights.size(), o.data.size());
+  for (double w : o.weights)
+    if (!(w >= 0)) return InvalidArgument("blend weight {} is negative", w);
+  if (o.batch_size < 1) return InvalidArgument("batch size {} < 1", o.batch_size);
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    return InvalidArgument("rank {} is not in [0, world size {})", o.rank, o.world_size);
+  if (o.prefetch < 1) return InvalidArgument("prefetch {} < 1", o.prefetch);
+  std::unique_ptr<TokenPipeline> p(new TokenPipeline(o));
+  STOKER_RETURN_IF_ERROR(p->Init());
+  return p;
+}
+
+Status TokenPipeline::Init() {
+  std::vector<double> w = o_.weights;
+  if (w.empty()) w.assign(o_.data.size(), 1.0);
+  std::string desc = fmt::format("v1|S={}|mode={}|seed={}|shuffle={}|drop={}|split={},{}|skip={}",
+                                 o_.index.seq_len, PackModeName(o_.index.mode), o_.index.seed,
+                                 o_.index.shuffle, o_.index.drop_last_partial,
+                                 o_.index.split_begin, o_.index.split_end, o_.index.skip_empty);
+  for (size_t d = 0; d < o_.data.size(); ++d) {
+    Corpus c;
+    STOKER_ASSIGN_OR_RETURN(c.store, OpenTokenStore(o_.data[d], o_.store));
+    STOKER_ASSIGN_OR_RETURN(c.docs, SelectDocuments(*c.store, o_.index));
+    stats_.skipped_empty += c.docs.skipped_empty;
+    desc += fmt::format("|{}:{}:{}:{}:{}", o_.data[d], c.store->num_documents(),
+                        c.store->num_tokens(), w[d], c.docs.docs.size());
+    corpora_.push_back(std::move(c));
+  }
+  config_hash_ = XXH64(desc.data(), desc.size());
+  blend_ = std::make_unique<BlendCursor>(w);
+  samples_per_epoch_ = 0;
+  for (size_t d = 0; d < corpora_.size(); ++d) {
+    STOKER_ASSIGN_OR_RETURN(auto ix, Index(d, 0));
+    samples_per_epoch_ += ix->num_samples();
+  }
+  prefetch_ = std::make_unique<Prefetcher>(this, o_.threads);
+  return Status::OK();
+}
+
+Result<std::shared_ptr<const EpochIndex>> TokenPipeline::Index(size_t d, uint64_t e) {
+  Corpus& c = corpora_[d];
+  if (c.epochs.size() > e && c.epochs[e]) return c.epochs[e];
+  STOKER_ASSIGN_OR_RETURN(auto ix, EpochIndex::Get(*c.store, c.docs, o_.index, e, d, o_.store.env));
+  {
+    std::lock_guard<std::mutex> l(stats_mu_);
+    stats_.index_build_s += ix->info().seconds;
+    stats_.index_bytes = std::max<uint64_t>(stats_.index_bytes, ix->info().bytes);
+    ++(ix->info().from_cache ? stats_.indices_cached : stats_.indices_built);
+  }
+  if (c.epochs.size() <= e) c.epochs.resize(e + 1);
+  c.epochs[e] = ix;
+  // Keep the two most recent epochs in memory; older ones reload from the cache if needed.
+  if (e >= 2 && c.epochs[e - 2]) c.epochs[e - 2].reset();
+  if (c.epoch_start.empty()) c.epoch_start.push_back(0);
+  if (c.epoch_start.size() == e + 1) c.epoch_start.push_back(c.epoch_start[e] + ix->num_samples());
+  return ix;
+}
+
+Status TokenPipeline::Locate(size_t d, uint64_t j, Row* row) {
+  Corpus& c = corpora_[d];
+  if (c.epoch_start.empty()) STOKER_RETURN_IF_ERROR(Index(d, 0).status());
+  while (j >= c.epoch_start.back())
+    STOKER_RETURN_IF_ERROR(Index(d, c.epoch_start.size() - 1).status());
+  auto it = std::upper_bound(c.epoch_start.begin(), c.epoch_start.end(), j);
+  uint64_t e = static_cast<uint64_t>(it - c.epoch_start.begin()) - 1;
+  STOKER_ASSIGN_OR_RETURN(row->index, Index(d, e));
+  row->corpus = d;
+  row->epoch = e;
+  row->position = j - c.epoch_start[e];
+  return Status::OK();
+}
+
+Result<TokenPipeline::Plan> TokenPipeline::PlanStep() {
+  const uint64_t B = static_cast<uint64_t>(o_.batch_size);
+  const uint64_t GB = B * static_cast<uint64_t>(o_.world_size);
+  Plan p;
+  p.first_sample = next_global_ + static_cast<uint64_t>(o_.rank) * B;
+  p.step = next_global_ / GB;
+  const uint64_t mine_begin = p.first_sample, mine_end = p.first_sample + B;
+  for (uint64_t g = next_global_; g < next_global_ + GB; ++g) {
+    auto [d, j] = blend_->Next();
+    if (g < mine_begin || g >= mine_end) continue;
+    Row r;
+    r.global = g;
+    STOKER_RETURN_IF_ERROR(Locate(d, j, &r));
+    p.rows.push_back(std::move(r));
+  }
+  next_global_ += GB;
+  return p;
+}
+
+namespace {
+
+template <typename T>
+Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>& stores,
+            const std::vector<std::pair<size_t, std::vector<Piece>>>& rows, PackMode mode,
+            TokenBatch* b) {
+  const int64_t S = o.index.seq_len;
+  const size_t B = rows.size();
+  b->input_ids.resize(B * S * sizeof(T));
+  b->labels.resize(B * S * sizeof(T));
+  b->position_ids.resize(B * S * sizeof(T));
+  T* in = reinterpret_cast<T*>(b->input_ids.data());
+  T* lab = reinterpret_cast<T*>(b->labels.data());
+  T* pos = reinterpret_cast<T*>(b->position_ids.data());
+  b->cu_seqlens.assign(1, 0);
+  b->pieces.clear();
+  b->max_seqlen = 0;
+  b->pad_tokens = b->tokens = 0;
+  const T ignore = static_cast<T>(o.ignore_index);
+  auto check = [&](const TokenStore& st, const Piece& pc, const TokenSpan& sp, uint64_t n) -> Status {
+    if (o.vocab_size <= 0) return Status::OK();
+    int64_t lo, hi;
+    sp.MinMax(pc.offset, n, &lo, &hi);
+    if (lo >= 0 && hi < o.vocab_size) return Status::OK();
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t v = sp.At(pc.offset + i);
+      if (v < 0 || v >= o.vocab_size)
+        return Corrupt("{}: token {} is id {}, outside the vocabulary [0, {})",
+                       st.Location(pc.doc), pc.offset + i, v, o.vocab_size);
+    }
+    return Status::OK();
+  };
+  for (size_t r = 0; r < B; ++r) {
+    const size_t d = rows[r].first;
+    const TokenStore& st = *stores[d];
+    const auto& pieces = rows[r].second;
+    T* rin = in + r * S;
+    T* rlab = lab + r * S;
+    T* rpos = pos + r * S;
+    int64_t filled = 0;
+    auto segment = [&](int64_t len) {
+      b->cu_seqlens.push_back(b->cu_seqlens.back() + static_cast<int32_t>(len));
+      b->max_seqlen = std::max<int32_t>(b->max_seqlen, static_cast<int32_t>(len));
+    };
+    if (mode == PackMode::kConcat) {
+      T extra = 0;
+      bool have_extra = false;
+      // The window holds S + 1 tokens (fewer at the end of an epoch without drop_last).
+      for (const Piece& pc : pieces) {
+        TokenSpan sp = st.Document(pc.doc);
+        STOKER_RETURN_IF_ERROR(check(st, pc, sp, pc.len));
+        // Input positions [filled, filled + n_in), label positions [filled - 1, ...).
+        int64_t n_in = std::min<int64_t>(static_cast<int64_t>(pc.len), S - filled);
+        if (n_in > 0) {
+          sp.CopyTo(pc.offset, static_cast<uint64_t>(n_in), rin + filled);
+          for (int64_t i = 0; i < n_in; ++i)
+            rpos[filled + i] = static_cast<T>(o.reset_position_ids ? i : filled + i);
+          b->pieces.insert(b->pieces.end(), {static_cast<int64_t>(r), static_cast<int64_t>(d),
+                                             static_cast<int64_t>(pc.doc),
+                                             static_cast<int64_t>(pc.offset), n_in});
+          segment(n_in);
+        }
+        // The window's token S (the last label) is in the piece that crosses position S.
+        if (filled <= S && S < filled + static_cast<int64_t>(pc.len)) {
+          extra = static_cast<T>(sp.At(pc.offset + static_cast<uint64_t>(S - filled)));
+          have_extra = true;
+        }
+        filled += static_cast<int64_t>(pc.len);
+      }
+      int64_t real_in = std::min<int64_t>(filled, S);
+      // labels[i] = window token i + 1: the inputs shifted by one, then the extra token.
+      if (real_in > 1) std::memcpy(rlab, rin + 1, static_cast<size_t>(real_in - 1) * sizeof(T));
+      if (have_extra) rlab[S - 1] = extra;
+      int64_t real_lab = std::max<int64_t>(0, std::min<int64_t>(filled - 1, S));
+      for (int64_t i = real_lab; i < S; ++i) rlab[i] = ignore;
+      b->tokens += static_cast<uint64_t>(real_in);
+      if (real_in < S) {
+        for (int64_t i = real_in; i < S; ++i) {
+          rin[i] = static_cast<T>(o.pad_id);
+          rpos[i] = static_cast<T>(o.reset_position_ids ? i - real_in : i);
+        }
+        segment(S - real_in);
+        b->pad_tokens += static_cast<uint64_t>(S - real_in);
+      }
+    } else {
+      for (const Piece& pc : pieces) {
+        TokenSpan sp = st.Document(pc.doc);
+        const int64_t n = static_cast<int64_t>(pc.len);
+        STOKER_RETURN_IF_ERROR(check(st, pc, sp, pc.len));
+        sp.CopyTo(pc.offset, pc.len, rin + filled);
+        // Labels: the next token of the same document, if any.
+        uint64_t avail = sp.length - pc.offset - 1;  // tokens after the piece's first
+        int64_t n_lab = std::min<int64_t>(n, static_cast<int64_t>(avail));
+        if (n_lab > 0) sp.CopyTo(pc.offset + 1, static_cast<uint64_t>(n_lab), rlab + filled);
+        for (int64_t i = n_lab; i < n; ++i) rlab[filled + i] = ignore;
+        for (int64_t i = 0; i < n; ++i)
+          rpos[filled + i] = static_cast<T>(o.reset_position_ids ? i : filled + i);
+        b->pieces.insert(b->pieces.end(), {static_cast<int64_t>(r), static_cast<int64_t>(d),
+                                           static_cast<int64_t>(pc.doc),
+                                           static_cast<int64_t>(pc.offset), n});
+        segment(n);
+        filled += n;
+      }
+      b->tokens += static_cast<uint64_t>(filled);
+      if (filled < S) {
+        for (int64_t i = filled; i < S; ++i) {
+          rin[i] = static_cast<T>(o.pad_id);
+          rlab[i] = ignore;
+          rpos[i] = static_cast<T>(o.reset_position_ids ? i - filled : i);
+        }
+        segment(S - filled);
+        b->pad_tokens += static_cast<uint64_t>(S - filled);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status TokenPipeline::Assemble(const Plan& p, TokenBatch* b) const {
+  b->step = p.step;
+  b->first_sample = p.first_sample;
+  b->batch_size = static_cast<int>(p.rows.size());
+  b->seq_len = o_.index.seq_len;
+  b->int64 = o_.int64_output;
+  b->sample_ids.clear();
+  b->epochs.clear();
+  std::vector<std::pair<size_t, std::vector<Piece>>> rows(p.rows.size());
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    rows[i].first = p.rows[i].corpus;
+    p.rows[i].index->Sample(p.rows[i].position, &rows[i].second);
+    b->sample_ids.push_back(static_cast<int64_t>(p.rows[i].global));
+    b->epochs.push_back(static_cast<int64_t>(p.rows[i].epoch));
+  }
+  std::vector<const TokenStore*> stores;
+  for (const auto& c : corpora_) stores.push_back(c.store.get());
+  return o_.int64_output ? Fill<int64_t>(o_, stores, rows, o_.index.mode, b)
+                         : Fill<int32_t>(o_, stores, rows, o_.index.mode, b);
+}
+
+Result<TokenBatchPtr> TokenPipeline::Next() {
+  while (prefetch_->size() < static_cast<size_t>(o_.prefetch)) {
+    STOKER_ASSIGN_OR_RETURN(Plan p, PlanStep());
+    prefetch_->Push(std::move(p));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Result<TokenBatchPtr> r = prefetch_->Pop();
+  double dt = Since(t0);
+  if (!r.ok()) {
+    ResetPrefetch();  // the stream stays where the failed batch was
+    return r.status();
+  }
+  delivered_global_ += static_cast<uint64_t>(o_.batch_size) * static_cast<uint64_t>(o_.world_size);
+  std::lock_guard<std::mutex> l(stats_mu_);
+  stats_.wait_s += dt;
+  ++stats_.batches;
+  stats_.samples += static_cast<uint64_t>((*r)->batch_size);
+  stats_.tokens += (*r)->tokens;
+  stats_.pad_tokens += (*r)->pad_tokens;
+  return r;
+}
+
+void TokenPipeline::ResetPrefetch() {
+  prefetch_->Drain();
+  next_global_ = delivered_global_;
+  blend_->Seek(next_global_);
+}
+
+uint64_t TokenPipeline::steps_per_epoch() const {
+  return samples_per_epoch_ / (static_cast<uint64_t>(o_.batch_size) * o_.world_size);
+}
+
+TokenState TokenPipeline::state() const {
+  TokenState s;
+  s.seed = o_.index.seed;
+  s.samples_consumed = delivered_global_;
+  s.config_hash = config_hash_;
+  BlendCursor c(blend_->weights());
+  c.Seek(delivered_global_);
+  s.blend_counts = c.counts();
+  // Epoch of corpus 0 at the next sample.
+  const Corpus& c0 = corpora_[0];
+  uint64_t j = s.blend_counts[0];
+  auto it = std::upper_bound(c0.epoch_start.begin(), c0.epoch_start.end(), j);
+  if (it != c0.epoch_start.end()) {
+    s.epoch = static_cast<uint64_t>(it - c0.epoch_start.begin()) - 1;
+    s.sample_in_epoch = j - c0.epoch_start[s.epoch];
+  } else {
+    uint64_t n = c0.epoch_start.size() > 1 ? c0.epoch_start[1] : 1;
+    s.epoch = j / n;
+    s.sample_in_epoch = j % n;
+  }
+  return s;
+}
+
+Status TokenPipeline::SeekSamples(uint64_t consumed) {
+  ResetPrefetch();
+  delivered_global_ = next_global_ = consumed;
+  blend_->Seek(consumed);
+  return Status::OK();
+}
+
+Status TokenPipeline::Restore(const TokenState& s) {
+  if (s.seed != o_.index.seed)
+    return InvalidArgument("the state was saved with seed {}, this pipeline has seed {}", s.seed,
+                           o_.index.seed);
+  if (s.config_hash != 0 && s.config_hash != config_hash_)
+    return InvalidArgument("the state was saved for other corpora or packing options (config "
+                           "hash {:016x}, this pipeline {:016x}); resuming would not continue "
+                           "the same sample stream", s.config_hash, config_hash_);
+  BlendCursor c(blend_->weights());
+  c.Seek(s.samples_consumed);
+  if (!s.blend_counts.empty() && s.blend_counts != c.counts())
+    return InvalidArgument("the state's blend counts do not match {} samples of this blend",
+                           s.samples_consumed);
+  return SeekSamples(s.samples_consumed);
+}
+
+TokenPipelineStats TokenPipeline::stats() const {
+  std::lock_guard<std::mutex> l(stats_mu_);
+  return stats_;
+}
+
+}  // namespace stoker::tokens

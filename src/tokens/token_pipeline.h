@@ -1,0 +1,154 @@
+// The pipeline's token mode: packed, shuffled, blended batches of token ids from one or
+// more token stores, deterministic and resumable on any world size.
+//
+// The global sample stream. Global sample g (g = 0, 1, 2, ...) is a pure function of
+// (corpora, weights, options, seed, g): the blend rule (Megatron BlendedDataset) picks the
+// corpus d and that corpus's j-th sample; corpus d's epochs follow each other (epoch e is
+// EpochIndex e, its own document and sample shuffle), so j maps to (epoch, position).
+// Global step t is samples [C0 + t*W*B, C0 + (t+1)*W*B) of the stream (W ranks, micro
+// batch B; C0 = samples consumed when the run started), and rank r takes the r-th block
+// of B — Megatron's MegatronPretrainingSampler. Every rank gets the same number of steps.
+//
+// State = (seed, samples consumed, blend counts, config hash): resuming on another world
+// size or batch size continues the same stream at the same sample, with nothing repeated
+// or lost (MosaicML's elastic guarantee); a bare `consumed_samples` (Megatron) is enough.
+//
+// Batches: input_ids, labels (shifted; ignore_index where there is no next token of the
+// same document in packing mode, or at padding), position_ids (reset at every document
+// start), cu_seqlens (int32 offsets of the documents — and of the padding run — in the
+// flattened B*S batch, for variable-length attention), and the pieces: (row, corpus,
+// document, offset, length) of every run of tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/tokens/token_store.h"
+#include "tokens/token_index.h"
+
+namespace stoker::tokens {
+
+struct TokenPipelineOptions {
+  std::vector<std::string> data;    // token store specs (OpenTokenStore)
+  std::vector<double> weights;      // blend weights (empty: all 1)
+  TokenIndexOptions index;          // seq_len, packing, seed, shuffle, split, cache
+  int batch_size = 8;               // micro batch per rank
+  int rank = 0, world_size = 1;
+  bool int64_output = false;        // int32 (default) or int64 arrays
+  int64_t pad_id = 0;
+  int64_t ignore_index = -100;      // label where there is nothing to predict
+  int64_t vocab_size = 0;           // > 0: every id delivered is checked to be below it
+  bool reset_position_ids = true;   // false: 0..S-1 in every row
+  int threads = 1;                  // batch assembly threads
+  int prefetch = 2;                 // batches assembled ahead
+  TokenStoreOptions store;
+};
+
+struct TokenBatch {
+  uint64_t step = 0;           // global step (counted from sample 0 of the stream)
+  uint64_t first_sample = 0;   // global sample index of row 0
+  int batch_size = 0;
+  int64_t seq_len = 0;
+  bool int64 = false;
+  // [B, S] each, int32 or int64 (int64 when `int64`).
+  std::vector<uint8_t> input_ids, labels, position_ids;
+  std::vector<int32_t> cu_seqlens;  // [K + 1]
+  int32_t max_seqlen = 0;
+  std::vector<int64_t> pieces;      // [P, 5]: row, corpus, document, offset, length
+  std::vector<int64_t> sample_ids;  // [B] global sample index
+  std::vector<int64_t> epochs;      // [B] the corpus epoch of each row
+  uint64_t pad_tokens = 0;          // input positions that are padding
+  uint64_t tokens = 0;              // input positions that are tokens
+};
+using TokenBatchPtr = std::shared_ptr<const TokenBatch>;
+
+struct TokenState {
+  uint64_t seed = 0;
+  uint64_t samples_consumed = 0;  // global samples before the next step
+  uint64_t epoch = 0;             // epoch of corpus 0 at that sample (for display)
+  uint64_t sample_in_epoch = 0;
+  std::vector<uint64_t> blend_counts;  // per corpus: its samples consumed
+  uint64_t config_hash = 0;       // corpora + packing options (not world or batch size)
+};
+
+struct TokenPipelineStats {
+  uint64_t batches = 0, samples = 0, tokens = 0, pad_tokens = 0;
+  double assemble_s = 0;     // thread time spent building batches
+  double wait_s = 0;         // consumer time spent waiting in Next()
+  double index_build_s = 0;  // index build time (0 when every epoch came from the cache)
+  uint64_t index_bytes = 0;
+  uint64_t indices_built = 0, indices_cached = 0;
+  uint64_t skipped_empty = 0;
+};
+
+class TokenPipeline {
+ public:
+  static Result<std::unique_ptr<TokenPipeline>> Create(const TokenPipelineOptions& o);
+  ~TokenPipeline();
+
+  // This rank's next batch. Not thread-safe (one consumer).
+  Result<TokenBatchPtr> Next();
+
+  TokenState state() const;
+  // Continue from `s` (taken on any world size or batch size). kInvalidArgument when the
+  // seed or the corpora/packing differ, or the blend counts do not match the stream.
+  Status Restore(const TokenState& s);
+  // Megatron's resume: only the number of samples consumed.
+  Status SeekSamples(uint64_t consumed_samples);
+
+  // Samples of one epoch of all corpora (epoch 0 sizes) and the steps every rank takes
+  // for it: floor(samples / (world_size * batch_size)).
+  uint64_t samples_per_epoch() const { return samples_per_epoch_; }
+  uint64_t steps_per_epoch() const;
+  const TokenPipelineOptions& options() const { return o_; }
+  const TokenStore& store(size_t d) const { return *corpora_[d].store; }
+  size_t num_corpora() const { return corpora_.size(); }
+  TokenPipelineStats stats() const;
+  // The index of corpus d, epoch e (built or loaded on first use).
+  Result<std::shared_ptr<const EpochIndex>> Index(size_t d, uint64_t e);
+
+ private:
+  struct Corpus {
+    std::unique_ptr<TokenStore> store;
+    CorpusDocs docs;
+    std::vector<std::shared_ptr<const EpochIndex>> epochs;
+    std::vector<uint64_t> epoch_start;  // corpus sample number where epoch e starts
+  };
+  struct Row {
+    uint64_t global = 0;
+    size_t corpus = 0;
+    uint64_t epoch = 0, position = 0;
+    std::shared_ptr<const EpochIndex> index;
+  };
+  struct Plan {
+    uint64_t step = 0, first_sample = 0;
+    std::vector<Row> rows;
+  };
+  class Prefetcher;
+
+  explicit TokenPipeline(TokenPipelineOptions o);
+  Status Init();
+  // Maps corpus sample j to (epoch, position), building epochs as needed.
+  Status Locate(size_t d, uint64_t j, Row* row);
+  Result<Plan> PlanStep();
+  Status Assemble(const Plan& p, TokenBatch* b) const;
+  void ResetPrefetch();
+
+  TokenPipelineOptions o_;
+  std::vector<Corpus> corpora_;
+  std::unique_ptr<BlendCursor> blend_;
+  uint64_t samples_per_epoch_ = 0;
+  uint64_t config_hash_ = 0;
+  uint64_t next_global_ = 0;  // first global sample of the next step to plan
+  uint64_t delivered_global_ = 0;  // first global sample of the next step to deliver
+  std::unique_ptr<Prefetcher> prefetch_;
+  mutable std::mutex stats_mu_;
+  mutable TokenPipelineStats stats_;
+  friend class Prefetcher;
+};
+
+}  // namespace stoker::tokens

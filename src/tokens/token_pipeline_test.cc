@@ -1,0 +1,440 @@
+#include "tokens/token_pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/random.h"
+#include "formats/formats_testing.h"
+
+namespace stoker::tokens {
+namespace {
+
+// A corpus of n documents with lengths 1..max_len; token t of document d is
+// (d * 7919 + t) % 50000, so any delivered token can be checked against its origin.
+int64_t TokenOf(uint64_t doc, uint64_t t) { return static_cast<int64_t>((doc * 7919 + t) % 50000); }
+
+std::string MakeCorpus(const std::string& dir, const std::string& name, int n, uint64_t max_len,
+                       uint64_t seed, std::vector<uint64_t>* lens = nullptr) {
+  std::string prefix = dir + "/" + name;
+  auto w = OpenTokenWriter("megatron:" + prefix);
+  EXPECT_TRUE(w.ok());
+  Rng r(seed);
+  for (int d = 0; d < n; ++d) {
+    uint64_t len = 1 + r.Below(max_len);
+    std::vector<int64_t> ids(len);
+    for (uint64_t t = 0; t < len; ++t) ids[t] = TokenOf(static_cast<uint64_t>(d), t);
+    EXPECT_TRUE((*w)->AddDocument(ids).ok());
+    if (lens) lens->push_back(len);
+  }
+  EXPECT_TRUE((*w)->Finish().ok());
+  return "megatron:" + prefix;
+}
+
+TokenPipelineOptions Opts(std::vector<std::string> data, int64_t S, PackMode m) {
+  TokenPipelineOptions o;
+  o.data = std::move(data);
+  o.index.seq_len = S;
+  o.index.mode = m;
+  o.index.seed = 42;
+  o.index.cache_dir = "none";
+  o.batch_size = 4;
+  return o;
+}
+
+template <typename T>
+const T* As(const std::vector<uint8_t>& v) {
+  return reinterpret_cast<const T*>(v.data());
+}
+
+// Checks every row of a batch against the corpus: input ids are the pieces' tokens, position
+// ids restart at every cu_seqlens boundary, labels are the next token (concat) or the next
+// token of the same document (packing).
+void CheckBatch(const TokenBatch& b, PackMode mode, int64_t ignore) {
+  const int64_t S = b.seq_len;
+  const int32_t* in = As<int32_t>(b.input_ids);
+  const int32_t* lab = As<int32_t>(b.labels);
+  const int32_t* pos = As<int32_t>(b.position_ids);
+  ASSERT_EQ(b.cu_seqlens.back(), b.batch_size * S);
+  std::set<int64_t> starts(b.cu_seqlens.begin(), b.cu_seqlens.end());
+  for (int64_t i = 0; i < b.batch_size * S; ++i) {
+    bool start = starts.count(i) > 0;
+    ASSERT_EQ(pos[i] == 0, start) << "flat position " << i;
+    if (!start) {
+      ASSERT_EQ(pos[i], pos[i - 1] + 1);
+    }
+  }
+  for (size_t k = 0; k < b.pieces.size(); k += 5) {
+    int64_t row = b.pieces[k], doc = b.pieces[k + 2], off = b.pieces[k + 3], len = b.pieces[k + 4];
+    int64_t at = 0;  // where the piece starts in its row: after the earlier pieces of the row
+    for (size_t q = 0; q < k; q += 5)
+      if (b.pieces[q] == row) at += b.pieces[q + 4];
+    for (int64_t t = 0; t < len; ++t) {
+      ASSERT_EQ(in[row * S + at + t], TokenOf(doc, off + t)) << "row " << row << " doc " << doc;
+      if (mode != PackMode::kConcat && t + 1 < len) {
+        ASSERT_EQ(lab[row * S + at + t], TokenOf(doc, off + t + 1));
+      }
+    }
+  }
+  if (mode == PackMode::kConcat) {
+    // Within a row, label i == input i + 1 (the next token of the stream, across document
+    // boundaries, as Megatron); past the real tokens, ignore.
+    for (int r = 0; r < b.batch_size; ++r) {
+      int64_t real = 0;
+      for (size_t k = 0; k < b.pieces.size(); k += 5)
+        if (b.pieces[k] == r) real += b.pieces[k + 4];
+      for (int64_t i = 0; i + 1 < real; ++i) ASSERT_EQ(lab[r * S + i], in[r * S + i + 1]);
+      for (int64_t i = real; i < S; ++i) ASSERT_EQ(lab[r * S + i], ignore);
+    }
+  }
+}
+
+using Cover = std::map<uint64_t, std::vector<int>>;  // doc -> count per token
+
+void AddCover(const TokenBatch& b, Cover* c, const std::vector<uint64_t>& lens) {
+  for (size_t k = 0; k < b.pieces.size(); k += 5) {
+    uint64_t doc = static_cast<uint64_t>(b.pieces[k + 2]);
+    auto& v = (*c)[doc];
+    if (v.empty()) v.assign(lens[doc], 0);
+    for (int64_t t = 0; t < b.pieces[k + 4]; ++t) ++v[static_cast<size_t>(b.pieces[k + 3] + t)];
+  }
+}
+
+TEST(TokenPipeline, ConcatEveryTokenOncePerEpoch) {
+  std::string dir = testing::FreshDir("tp-concat");
+  std::vector<uint64_t> lens;
+  std::string c = MakeCorpus(dir, "c", 120, 200, 1, &lens);
+  auto o = Opts({c}, 64, PackMode::kConcat);
+  o.index.drop_last_partial = false;  // pad the last sample: all tokens are inputs
+  auto p = TokenPipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  uint64_t T = 0;
+  for (auto l : lens) T += l;
+  ASSERT_EQ((*p)->samples_per_epoch(), (T + 63) / 64);
+  Cover cover;
+  uint64_t seen = 0;
+  while (seen < (*p)->samples_per_epoch()) {
+    auto b = (*p)->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    CheckBatch(**b, PackMode::kConcat, -100);
+    for (int r = 0; r < (*b)->batch_size && seen < (*p)->samples_per_epoch(); ++r, ++seen) {
+      ASSERT_EQ((*b)->epochs[r], 0);
+    }
+    // Only the rows of epoch 0 count.
+    TokenBatch only = **b;
+    std::vector<int64_t> keep;
+    for (size_t k = 0; k < only.pieces.size(); k += 5)
+      if (only.epochs[only.pieces[k]] == 0)
+        keep.insert(keep.end(), only.pieces.begin() + k, only.pieces.begin() + k + 5);
+    only.pieces = keep;
+    AddCover(only, &cover, lens);
+  }
+  ASSERT_EQ(cover.size(), lens.size());
+  for (auto& [doc, v] : cover)
+    for (size_t t = 0; t < v.size(); ++t) ASSERT_EQ(v[t], 1) << "doc " << doc << " token " << t;
+}
+
+TEST(TokenPipeline, ConcatDropLastIsMegatronCount) {
+  std::string dir = testing::FreshDir("tp-drop");
+  std::vector<uint64_t> lens;
+  std::string c = MakeCorpus(dir, "c", 50, 100, 2, &lens);
+  auto o = Opts({c}, 32, PackMode::kConcat);
+  auto p = TokenPipeline::Create(o);
+  ASSERT_TRUE(p.ok());
+  uint64_t T = 0;
+  for (auto l : lens) T += l;
+  EXPECT_EQ((*p)->samples_per_epoch(), (T - 1) / 32);  // Megatron: (T - 1) // S
+  auto b = (*p)->Next();
+  ASSERT_TRUE(b.ok());
+  CheckBatch(**b, PackMode::kConcat, -100);
+  EXPECT_EQ((*b)->pad_tokens, 0u);
+  // Samples cross documents: some row has more than one piece.
+  EXPECT_GT((*b)->pieces.size() / 5, static_cast<size_t>((*b)->batch_size));
+}
+
+class PackTest : public ::testing::TestWithParam<PackMode> {};
+
+TEST_P(PackTest, NoSampleCrossesADocumentAndAllTokensOnce) {
+  std::string dir = testing::FreshDir("tp-pack");
+  std::vector<uint64_t> lens;
+  std::string c = MakeCorpus(dir, "c", 150, 150, 3, &lens);  // some longer than S: cut
+  auto o = Opts({c}, 100, GetParam());
+  auto p = TokenPipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const uint64_t N = (*p)->samples_per_epoch();
+  uint64_t T = 0;
+  for (auto l : lens) T += l;
+  ASSERT_GE(N * 100, T);
+  Cover cover;
+  uint64_t pad = 0, toks = 0;
+  for (uint64_t s = 0; s < N; s += 4) {
+    auto b = (*p)->Next();
+    ASSERT_TRUE(b.ok());
+    CheckBatch(**b, GetParam(), -100);
+    const int32_t* lab = As<int32_t>((*b)->labels);
+    for (size_t k = 0; k < (*b)->pieces.size(); k += 5) {
+      int64_t row = (*b)->pieces[k], doc = (*b)->pieces[k + 2], off = (*b)->pieces[k + 3],
+              len = (*b)->pieces[k + 4];
+      ASSERT_LE(off + len, static_cast<int64_t>(lens[doc])) << "piece crosses its document";
+      if (static_cast<uint64_t>(off + len) == lens[doc]) {
+        int64_t at = 0;
+        for (size_t q = 0; q < k; q += 5)
+          if ((*b)->pieces[q] == row) at += (*b)->pieces[q + 4];
+        ASSERT_EQ(lab[row * 100 + at + len - 1], -100) << "label past the document's end";
+      }
+    }
+    TokenBatch only = **b;
+    std::vector<int64_t> keep;
+    for (size_t k = 0; k < only.pieces.size(); k += 5)
+      if (static_cast<uint64_t>(only.sample_ids[only.pieces[k]]) < N)
+        keep.insert(keep.end(), only.pieces.begin() + k, only.pieces.begin() + k + 5);
+    for (int r = 0; r < (*b)->batch_size; ++r)
+      if (static_cast<uint64_t>((*b)->sample_ids[r]) < N) {
+        for (size_t k = 0; k < (*b)->pieces.size(); k += 5)
+          if ((*b)->pieces[k] == r) toks += (*b)->pieces[k + 4];
+      }
+    only.pieces = keep;
+    AddCover(only, &cover, lens);
+    pad += (*b)->pad_tokens;
+  }
+  EXPECT_EQ(toks, T);
+  ASSERT_EQ(cover.size(), lens.size());
+  for (auto& [doc, v] : cover)
+    for (size_t t = 0; t < v.size(); ++t) ASSERT_EQ(v[t], 1) << "doc " << doc << " token " << t;
+  auto ix = (*p)->Index(0, 0);
+  ASSERT_TRUE(ix.ok());
+  EXPECT_EQ((*ix)->pad_tokens(), N * 100 - T);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PackTest,
+                         ::testing::Values(PackMode::kBestFit, PackMode::kFirstFit));
+
+TEST(TokenPipeline, BestFitPacksTighterThanFirstFitInOrder) {
+  std::string dir = testing::FreshDir("tp-bfd");
+  std::string c = MakeCorpus(dir, "c", 400, 120, 4);
+  auto bf = TokenPipeline::Create(Opts({c}, 128, PackMode::kBestFit));
+  auto ff = TokenPipeline::Create(Opts({c}, 128, PackMode::kFirstFit));
+  ASSERT_TRUE(bf.ok() && ff.ok());
+  EXPECT_LE((*bf)->samples_per_epoch(), (*ff)->samples_per_epoch());
+}
+
+TEST(TokenPipeline, BlendProportionsFollowWeights) {
+  std::string dir = testing::FreshDir("tp-blend");
+  std::vector<std::string> data = {MakeCorpus(dir, "a", 40, 100, 5), MakeCorpus(dir, "b", 40, 100, 6),
+                                   MakeCorpus(dir, "c", 40, 100, 7)};
+  auto o = Opts(data, 16, PackMode::kConcat);
+  o.weights = {5, 3, 2};
+  o.batch_size = 10;
+  auto p = TokenPipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::vector<int> count(3, 0);
+  int total = 0;
+  for (int s = 0; s < 100; ++s) {
+    auto b = (*p)->Next();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    std::set<int64_t> rows_seen;
+    for (size_t k = 0; k < (*b)->pieces.size(); k += 5)
+      if (rows_seen.insert((*b)->pieces[k]).second) ++count[(*b)->pieces[k + 1]];
+    total += (*b)->batch_size;
+  }
+  // The rule keeps every prefix within one sample of its share.
+  EXPECT_NEAR(count[0], 0.5 * total, 1.0);
+  EXPECT_NEAR(count[1], 0.3 * total, 1.0);
+  EXPECT_NEAR(count[2], 0.2 * total, 1.0);
+  TokenState st = (*p)->state();
+  EXPECT_EQ(st.samples_consumed, 1000u);
+  EXPECT_EQ(st.blend_counts, (std::vector<uint64_t>{500, 300, 200}));
+}
+
+// Runs `steps` steps on every rank of `world`, starting from `state`; returns the new state
+// and adds each delivered sample's (global id → pieces) to `seen`.
+TokenState RunWorld(const TokenPipelineOptions& base, int world, int steps, const TokenState* state,
+                    std::map<int64_t, std::vector<int64_t>>* seen) {
+  TokenState out;
+  for (int r = 0; r < world; ++r) {
+    auto o = base;
+    o.rank = r;
+    o.world_size = world;
+    auto p = TokenPipeline::Create(o);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (state) EXPECT_TRUE((*p)->Restore(*state).ok());
+    for (int s = 0; s < steps; ++s) {
+      auto b = (*p)->Next();
+      EXPECT_TRUE(b.ok());
+      for (int row = 0; row < (*b)->batch_size; ++row) {
+        std::vector<int64_t> pcs;
+        for (size_t k = 0; k < (*b)->pieces.size(); k += 5)
+          if ((*b)->pieces[k] == row)
+            pcs.insert(pcs.end(), {(*b)->pieces[k + 1], (*b)->pieces[k + 2], (*b)->pieces[k + 3],
+                                   (*b)->pieces[k + 4]});
+        int64_t g = (*b)->sample_ids[row];
+        EXPECT_EQ(seen->count(g), 0u) << "sample " << g << " delivered twice";
+        (*seen)[g] = pcs;
+      }
+    }
+    TokenState st = (*p)->state();
+    if (r == 0) out = st;
+    EXPECT_EQ(st.samples_consumed, out.samples_consumed) << "ranks disagree";
+  }
+  return out;
+}
+
+TEST(TokenPipeline, ElasticResume8To4To6) {
+  std::string dir = testing::FreshDir("tp-elastic");
+  std::vector<std::string> data = {MakeCorpus(dir, "a", 60, 80, 8), MakeCorpus(dir, "b", 30, 80, 9)};
+  auto o = Opts(data, 24, PackMode::kBestFit);
+  o.weights = {2, 1};
+  o.batch_size = 2;
+  // Reference: one rank, one run.
+  std::map<int64_t, std::vector<int64_t>> ref, got;
+  auto one = o;
+  one.batch_size = 1;
+  RunWorld(one, 1, 8 * 2 * 3 + 4 * 2 * 5 + 6 * 2 * 4, nullptr, &ref);
+  TokenState s1 = RunWorld(o, 8, 3, nullptr, &got);
+  EXPECT_EQ(s1.samples_consumed, 48u);
+  TokenState s2 = RunWorld(o, 4, 5, &s1, &got);
+  EXPECT_EQ(s2.samples_consumed, 88u);
+  TokenState s3 = RunWorld(o, 6, 4, &s2, &got);
+  EXPECT_EQ(s3.samples_consumed, 136u);
+  // The same samples, with the same content, as the single uninterrupted run.
+  ASSERT_EQ(got.size(), ref.size());
+  EXPECT_EQ(got, ref);
+  // As a multiset of (corpus, document, offset): nothing repeated, nothing lost.
+  std::multiset<std::tuple<int64_t, int64_t, int64_t>> a, b;
+  for (auto& [g, p] : ref)
+    for (size_t k = 0; k < p.size(); k += 4) a.insert({p[k], p[k + 1], p[k + 2]});
+  for (auto& [g, p] : got)
+    for (size_t k = 0; k < p.size(); k += 4) b.insert({p[k], p[k + 1], p[k + 2]});
+  EXPECT_EQ(a, b);
+}
+
+TEST(TokenPipeline, ResumeChecksSeedAndConfig) {
+  std::string dir = testing::FreshDir("tp-resume");
+  std::string c = MakeCorpus(dir, "c", 50, 100, 10);
+  auto o = Opts({c}, 32, PackMode::kConcat);
+  auto p = TokenPipeline::Create(o);
+  ASSERT_TRUE(p.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*p)->Next().ok());
+  TokenState st = (*p)->state();
+  auto o2 = o;
+  o2.index.seed = 7;
+  auto q = TokenPipeline::Create(o2);
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE((*q)->Restore(st).ok());
+  auto o3 = o;
+  o3.index.seq_len = 16;
+  auto r = TokenPipeline::Create(o3);
+  ASSERT_TRUE(r.ok());
+  Status bad = (*r)->Restore(st);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("config"), std::string::npos);
+  // Megatron consumed_samples: the 4th batch of a fresh run.
+  auto fresh = TokenPipeline::Create(o);
+  ASSERT_TRUE((*fresh)->SeekSamples(12).ok());
+  auto b1 = (*fresh)->Next();
+  auto b2 = (*p)->Next();
+  ASSERT_TRUE(b1.ok() && b2.ok());
+  EXPECT_EQ((*b1)->input_ids, (*b2)->input_ids);
+  EXPECT_EQ((*b1)->sample_ids, (*b2)->sample_ids);
+}
+
+TEST(TokenPipeline, OutputDoesNotDependOnThreadsOrPrefetch) {
+  std::string dir = testing::FreshDir("tp-threads");
+  std::string c = MakeCorpus(dir, "c", 80, 300, 11);
+  auto o = Opts({c}, 128, PackMode::kConcat);
+  auto a = TokenPipeline::Create(o);
+  o.threads = 3;
+  o.prefetch = 5;
+  o.int64_output = true;
+  auto b = TokenPipeline::Create(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 20; ++i) {
+    auto x = (*a)->Next();
+    auto y = (*b)->Next();
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_EQ((*x)->pieces, (*y)->pieces);
+    const int32_t* xi = As<int32_t>((*x)->input_ids);
+    const int64_t* yi = As<int64_t>((*y)->input_ids);
+    for (int k = 0; k < 4 * 128; ++k) ASSERT_EQ(xi[k], yi[k]);
+  }
+}
+
+TEST(TokenPipeline, IndexIsCachedBesideTheDataAndReused) {
+  std::string dir = testing::FreshDir("tp-cache");
+  std::string c = MakeCorpus(dir, "c", 80, 300, 12);
+  auto o = Opts({c}, 64, PackMode::kBestFit);
+  o.index.cache_dir = "";
+  auto a = TokenPipeline::Create(o);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->stats().indices_built, 1u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/.stoker-index"));
+  auto b = TokenPipeline::Create(o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->stats().indices_cached, 1u);
+  EXPECT_EQ((*b)->stats().indices_built, 0u);
+  for (int i = 0; i < 5; ++i) {
+    auto x = (*a)->Next();
+    auto y = (*b)->Next();
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_EQ((*x)->input_ids, (*y)->input_ids);
+  }
+  // A damaged cache file is rebuilt, not trusted.
+  for (auto& e : std::filesystem::directory_iterator(dir + "/.stoker-index"))
+    std::filesystem::resize_file(e.path(), 100);
+  auto d = TokenPipeline::Create(o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->stats().indices_built, 1u);
+}
+
+TEST(TokenPipeline, BadTokensAndEmptyDocuments) {
+  std::string dir = testing::FreshDir("tp-bad");
+  auto w = OpenTokenWriter("megatron:" + dir + "/c");
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->AddDocument({1, 2, 3, 4}).ok());
+  ASSERT_TRUE((*w)->AddDocument({}).ok());
+  ASSERT_TRUE((*w)->AddDocument({5, 60000, 7, 8}).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto o = Opts({"megatron:" + dir + "/c"}, 2, PackMode::kConcat);
+  o.index.shuffle = false;
+  o.batch_size = 1;
+  auto p = TokenPipeline::Create(o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("c.bin: document 1 is empty"), std::string::npos)
+      << p.status().ToString();
+  o.index.skip_empty = true;
+  o.vocab_size = 50257;
+  p = TokenPipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ((*p)->stats().skipped_empty, 1u);
+  Status bad;
+  for (int i = 0; i < 4 && bad.ok(); ++i) bad = (*p)->Next().status();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("document 2"), std::string::npos) << bad.ToString();
+  EXPECT_NE(bad.message().find("60000"), std::string::npos) << bad.ToString();
+}
+
+TEST(TokenPipeline, HeldOutSplitByDocument) {
+  std::string dir = testing::FreshDir("tp-split");
+  std::string c = MakeCorpus(dir, "c", 100, 50, 13);
+  auto o = Opts({c}, 8, PackMode::kBestFit);
+  o.index.split_end = 0.9;
+  auto train = TokenPipeline::Create(o);
+  o.index.split_begin = 0.9;
+  o.index.split_end = 1.0;
+  auto valid = TokenPipeline::Create(o);
+  ASSERT_TRUE(train.ok() && valid.ok());
+  std::set<int64_t> tdocs, vdocs;
+  for (int i = 0; i < 30; ++i) {
+    auto b = (*train)->Next();
+    for (size_t k = 0; k < (*b)->pieces.size(); k += 5) tdocs.insert((*b)->pieces[k + 2]);
+    auto v = (*valid)->Next();
+    for (size_t k = 0; k < (*v)->pieces.size(); k += 5) vdocs.insert((*v)->pieces[k + 2]);
+  }
+  EXPECT_LT(*tdocs.rbegin(), 90);
+  EXPECT_GE(*vdocs.begin(), 90);
+}
+
+}  // namespace
+}  // namespace stoker::tokens
