@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's main job: installs what is missing, builds, and runs `stoker demo`
-# (a naive and an auto-tuned pipeline in front of an emulated training step).
+# (a PyTorch DataLoader diagnosed by the doctor, then the same job on stoker's pipeline).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/install-deps.sh"

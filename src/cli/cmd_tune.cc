@@ -6,10 +6,9 @@
 // argument through unchanged, so both spellings take the same flags, print the same report
 // and exit with the same codes. `stoker tune dataloader --help` shows the Python side's help.
 //
-// The interpreter: $STOKER_PYTHON; else a python3 next to this binary (the environment
-// `pip install .` installed both into); else python3 on PATH. When this binary runs from a
-// build tree (<build>/stoker beside <build>/python/stoker/), that directory goes first on
-// PYTHONPATH so the matching package is imported.
+// The interpreter and the package are found as for every Python front (cli/python_side.h):
+// $STOKER_PYTHON, a python3 beside this binary, the build's interpreter from a build tree,
+// python3 on PATH; a build tree's python/ folder goes first on PYTHONPATH.
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,43 +19,18 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/python_side.h"
 
 namespace stoker::cli {
 namespace {
 
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  std::string p(buf, static_cast<size_t>(n));
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "" : p.substr(0, slash);
-}
-
-bool IsExecutable(const std::string& p) { return ::access(p.c_str(), X_OK) == 0; }
-
 }  // namespace
 
 int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args) {
-  const std::string dir = SelfDir();
-  std::string python;
-  bool search_path = false;
-  if (const char* env = std::getenv("STOKER_PYTHON"); env && *env) {
-    python = env;
-    search_path = python.find('/') == std::string::npos;
-  } else if (!dir.empty() && IsExecutable(dir + "/python3")) {
-    python = dir + "/python3";
-  } else if (!dir.empty() && IsExecutable(dir + "/python")) {
-    python = dir + "/python";
-  } else {
-    python = "python3";
-    search_path = true;
-  }
-  if (!dir.empty() && ::access((dir + "/python/stoker/__init__.py").c_str(), R_OK) == 0) {
-    std::string pp = dir + "/python";
-    if (const char* old = std::getenv("PYTHONPATH"); old && *old) pp += std::string(":") + old;
-    ::setenv("PYTHONPATH", pp.c_str(), 1);
-  }
+  PythonSide side = FindPythonSide(/*need_package=*/false);
+  const std::string& python = side.python;
+  if (!side.pythonpath.empty())
+    ::setenv("PYTHONPATH", PrependPythonPath(side.pythonpath).c_str(), 1);
   ::setenv("STOKER_PROG", "stoker", 1);  // argparse's usage lines name this command
 
   std::vector<std::string> full = {python, "-m", "stoker"};
@@ -67,15 +41,17 @@ int ForwardToPython(const std::vector<std::string>& what, std::vector<std::strin
   argv.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
-  if (search_path) {
+  if (side.search_path) {
     ::execvp(argv[0], argv.data());
   } else {
     ::execv(argv[0], argv.data());
   }
   std::fprintf(stderr,
-               "stoker: cannot run %s (%s): `stoker %s` runs in Python; install the package "
-               "(pip install .) or set STOKER_PYTHON to an interpreter that can import stoker\n",
-               python.c_str(), std::strerror(errno), what.empty() ? "" : what[0].c_str());
+               "stoker: cannot run %s (%s, %s): `stoker %s` runs in Python; install the "
+               "package (pip install .) or set STOKER_PYTHON to an interpreter that can "
+               "import stoker\n",
+               python.c_str(), side.how.c_str(), std::strerror(errno),
+               what.empty() ? "" : what[0].c_str());
   return 2;
 }
 

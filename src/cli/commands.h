@@ -21,6 +21,13 @@ void SetAction(Action a);
 // Prints "stoker: <message>" to stderr and returns the exit code for this status.
 int Fail(const Status& st);
 
+// `stoker watch` as a call (stoker demo runs its PyTorch half under it): runs `command`
+// with the probe (and a profiler window for steps A:B when given), prints the doctor's
+// report, writes the samples to `out` and the JSON report to `json`; returns the
+// command's exit status.
+int RunWatch(const std::vector<std::string>& command, const std::string& out,
+             const std::string& json, const std::string& profile_steps, int max_findings);
+
 // Subcommand groups.
 void RegisterGenCommands(CLI::App& app);       // stoker gen ...
 void RegisterBenchCommands(CLI::App& app, CLI::App& bench);  // stoker bench pipeline ...

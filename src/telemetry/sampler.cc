@@ -177,6 +177,9 @@ Result<ProcStat> ParseProcStat(std::string_view text) {
                       &f[8], &f[9], &f[10]);
   if (n < 13) return Corrupt("/proc stat: {} fields", n);
   p.ppid = static_cast<int>(ppid);
+  p.state = state;
+  p.minflt = f[5];
+  p.majflt = f[7];
   p.utime = f[9];
   p.stime = f[10];
   return p;
@@ -209,6 +212,125 @@ Result<std::pair<uint64_t, uint64_t>> ParseCpuLine(std::string_view text) {
   for (int i = 0; i < n; ++i) total += v[i];
   uint64_t idle = v[3] + (n > 4 ? v[4] : 0);  // idle + iowait
   return std::pair<uint64_t, uint64_t>{total - idle, total};
+}
+
+std::vector<CpuTicks> ParseCpuLines(std::string_view text) {
+  std::vector<CpuTicks> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find('\n', i);
+    if (j == text.npos) j = text.size();
+    std::string_view line = text.substr(i, j - i);
+    i = j + 1;
+    if (line.substr(0, 3) != "cpu") continue;
+    std::string s(line);
+    size_t sp = s.find(' ');
+    if (sp == s.npos) continue;
+    unsigned long long v[8] = {0};
+    int n = std::sscanf(s.c_str() + sp, " %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                        &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    if (n < 4) continue;
+    CpuTicks t;
+    for (int k = 0; k < n; ++k) t.total += v[k];
+    t.iowait = n > 4 ? v[4] : 0;
+    t.busy = t.total - v[3] - t.iowait;
+    out.push_back(t);
+  }
+  return out;
+}
+
+Result<std::pair<uint64_t, uint64_t>> ParseSchedstat(std::string_view text) {
+  std::string s(text.substr(0, 256));
+  unsigned long long run = 0, wait = 0;
+  if (std::sscanf(s.c_str(), "%llu %llu", &run, &wait) != 2) return Corrupt("schedstat: 2 numbers");
+  return std::pair<uint64_t, uint64_t>{run, wait};
+}
+
+void ProcSampler::ResetAttribution() {
+  acc_.clear();
+  cpu_first_.clear();
+  first_t_ = -1;
+  first_read_set_ = false;
+}
+
+void ProcSampler::SetRoles(std::vector<int> main, std::vector<int> workers) {
+  main_pids_ = std::set<int>(main.begin(), main.end());
+  worker_pids_ = std::set<int>(workers.begin(), workers.end());
+}
+
+int ProcSampler::RoleOf(int pid) const {
+  if (main_pids_.count(pid)) return 0;
+  if (worker_pids_.count(pid)) return 1;
+  return 2;
+}
+
+CpuAttribution ProcSampler::Attribution() const {
+  CpuAttribution a;
+  a.duration_s = first_t_ >= 0 && last_t_ > first_t_ ? last_t_ - first_t_ : 0;
+  long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
+  a.cpus = ncpu > 0 ? static_cast<double>(ncpu) : NAN;
+  if (a.duration_s <= 0) return a;
+  double dt = a.duration_s;
+  double tree_cpu = 0, tree_demand = 0;
+  bool demand_ok = true;
+  RoleCpu* out[3] = {&a.main, &a.workers, &a.other};
+  PidAcc roles[3];
+  for (const auto& [pid, p] : acc_) {
+    PidAcc& r = roles[RoleOf(pid)];
+    ++out[RoleOf(pid)]->procs;
+    r.cpu_ticks += p.cpu_ticks;
+    r.demand_ns += p.demand_ns;
+    r.demand_ok = r.demand_ok && p.demand_ok;
+    r.state_samples += p.state_samples;
+    r.running += p.running;
+    r.disk_wait += p.disk_wait;
+    r.minflt += p.minflt;
+    r.majflt += p.majflt;
+  }
+  for (int r = 0; r < 3; ++r) {
+    const PidAcc& acc = roles[r];
+    RoleCpu& o = *out[r];
+    if (o.procs == 0) continue;
+    o.cores = acc.cpu_ticks / ticks_per_s_ / dt;
+    if (acc.demand_ok) o.demand = acc.demand_ns / 1e9 / dt;
+    if (acc.state_samples > 0) {
+      o.running_frac = static_cast<double>(acc.running) / static_cast<double>(acc.state_samples);
+      o.disk_wait_frac =
+          static_cast<double>(acc.disk_wait) / static_cast<double>(acc.state_samples);
+    }
+    o.minflt_per_s = acc.minflt / dt;
+    o.majflt_per_s = acc.majflt / dt;
+    tree_cpu += o.cores;
+    if (acc.demand_ok) tree_demand += o.demand; else demand_ok = false;
+  }
+  a.tree_cores = tree_cpu;
+  if (demand_ok) a.tree_demand = tree_demand;
+  if (!cpu_first_.empty() && cpu_last_.size() == cpu_first_.size()) {
+    const CpuTicks &f = cpu_first_[0], &l = cpu_last_[0];
+    if (l.total > f.total) {
+      double tot = static_cast<double>(l.total - f.total);
+      a.iowait_frac = static_cast<double>(l.iowait - f.iowait) / tot;
+      size_t cores = cpu_first_.size() - 1;
+      a.machine_busy_cores = static_cast<double>(l.busy - f.busy) / tot * static_cast<double>(
+                                 cores > 0 ? cores : 1);
+    }
+    a.saturated_cores = 0;
+    double best = 0;
+    for (size_t k = 1; k < cpu_first_.size(); ++k) {
+      const CpuTicks &cf = cpu_first_[k], &cl = cpu_last_[k];
+      if (cl.total <= cf.total) continue;
+      double b = static_cast<double>(cl.busy - cf.busy) / static_cast<double>(cl.total - cf.total);
+      best = std::max(best, b);
+      if (b >= 0.9) ++a.saturated_cores;
+    }
+    a.busiest_core_frac = best;
+  }
+  if (first_read_set_) {
+    uint64_t rd = dead_read_;
+    for (const auto& [pid, v] : seen_) rd += v.second.first;
+    a.read_mib_s = static_cast<double>(rd >= first_read_ ? rd - first_read_ : 0) / 1048576.0 / dt;
+  }
+  return a;
 }
 
 ProcSampler::ProcSampler(int root, std::string proc_root)
@@ -257,6 +379,40 @@ void ProcSampler::Sample(double t_s, GpuSample* s) {
     }
     seen_[pid] = {cpu, {rd, wr}};
     alive.insert(pid);
+    // Attribution: deltas since this pid's last sample go to its role now.
+    PidLast now;
+    now.cpu = cpu;
+    now.minflt = st->minflt;
+    now.majflt = st->majflt;
+    if (ReadSmallFile(base + "/schedstat", &text)) {
+      auto ss = ParseSchedstat(text);
+      if (ss.ok()) now.run_ns = ss->first, now.wait_ns = ss->second, now.schedstat = true;
+    }
+    PidAcc& acc = acc_[pid];
+    auto it = pid_last_.find(pid);
+    if (it != pid_last_.end()) {
+      const PidLast& was = it->second;
+      acc.cpu_ticks += static_cast<double>(now.cpu >= was.cpu ? now.cpu - was.cpu : 0);
+      acc.minflt += static_cast<double>(now.minflt >= was.minflt ? now.minflt - was.minflt : 0);
+      acc.majflt += static_cast<double>(now.majflt >= was.majflt ? now.majflt - was.majflt : 0);
+      if (now.schedstat && was.schedstat) {
+        uint64_t d = (now.run_ns + now.wait_ns);
+        uint64_t p = (was.run_ns + was.wait_ns);
+        acc.demand_ns += static_cast<double>(d >= p ? d - p : 0);
+      } else {
+        acc.demand_ok = false;
+      }
+    } else if (first_t_ >= 0) {
+      // A process born since the last sample: its whole life is in this period.
+      acc.cpu_ticks += static_cast<double>(now.cpu);
+      acc.minflt += static_cast<double>(now.minflt);
+      acc.majflt += static_cast<double>(now.majflt);
+      if (now.schedstat) acc.demand_ns += static_cast<double>(now.run_ns + now.wait_ns);
+    }
+    ++acc.state_samples;
+    if (st->state == 'R') ++acc.running;
+    if (st->state == 'D') ++acc.disk_wait;
+    pid_last_[pid] = now;
   }
   // Processes that left the tree keep their last totals (their time was spent).
   for (auto it = seen_.begin(); it != seen_.end();) {
@@ -276,7 +432,11 @@ void ProcSampler::Sample(double t_s, GpuSample* s) {
   if (ReadSmallFile(proc_ + "/stat", &text)) {
     auto c = ParseCpuLine(text);
     if (c.ok()) busy = c->first, total = c->second;
+    cpu_last_ = ParseCpuLines(text);
+    if (cpu_first_.empty()) cpu_first_ = cpu_last_;
   }
+  if (first_t_ < 0) first_t_ = t_s;
+  if (!first_read_set_) first_read_ = rd, first_read_set_ = true;
   long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
   s->cpus = ncpu > 0 ? static_cast<double>(ncpu) : NAN;
   if (last_t_ >= 0 && t_s > last_t_) {

@@ -4,9 +4,11 @@
 // CSV in nvidia-smi's --query-gpu format plus stoker.* columns, which ReadGpuLog reads.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,8 @@ class NvmlSampler {
 // /proc parsing, split from the reading so tests can feed text.
 struct ProcStat {
   int pid = 0, ppid = 0;
+  char state = '?';               // R running or runnable, S sleeping, D disk wait, ...
+  uint64_t minflt = 0, majflt = 0;
   uint64_t utime = 0, stime = 0;  // clock ticks
 };
 // Parses /proc/<pid>/stat ("pid (comm) S ppid ... utime stime ..."); comm may hold spaces
@@ -51,6 +55,39 @@ Result<ProcStat> ParseProcStat(std::string_view text);
 Result<std::pair<uint64_t, uint64_t>> ParseProcIo(std::string_view text);
 // Parses the first "cpu " line of /proc/stat: busy and total ticks.
 Result<std::pair<uint64_t, uint64_t>> ParseCpuLine(std::string_view text);
+// Every line of /proc/stat that starts with "cpu": total (index 0, the "cpu " line) and
+// each core ("cpuN"), as busy, iowait and total ticks.
+struct CpuTicks {
+  uint64_t busy = 0, iowait = 0, total = 0;
+};
+std::vector<CpuTicks> ParseCpuLines(std::string_view text);
+// Parses /proc/<pid>/schedstat: nanoseconds on a CPU and waiting on a run queue.
+Result<std::pair<uint64_t, uint64_t>> ParseSchedstat(std::string_view text);
+
+// Where the process tree's CPU went, over the whole sampling period (stoker watch's CPU
+// attribution). A role is a set of processes: the training processes ("main", the ones
+// the probe reports a DataLoader loop in), their DataLoader workers, and the rest of the
+// tree. NaN where nothing was measured.
+struct RoleCpu {
+  int procs = 0;             // processes seen in the role
+  double cores = NAN;        // CPU time / wall time (user + system, all threads)
+  double demand = NAN;       // (on-CPU + waiting for a CPU) / wall time, from schedstat:
+                             // the cores the role would use on an idle machine
+  double running_frac = NAN; // samples in state R, per process
+  double disk_wait_frac = NAN;  // samples in state D (uninterruptible: storage, page-in)
+  double minflt_per_s = NAN, majflt_per_s = NAN;
+};
+struct CpuAttribution {
+  double duration_s = 0;
+  double cpus = NAN;
+  RoleCpu main, workers, other;
+  double tree_cores = NAN, tree_demand = NAN;
+  double machine_busy_cores = NAN;  // every process on the machine
+  double iowait_frac = NAN;         // machine-wide share of CPU time in iowait
+  double busiest_core_frac = NAN;   // the busiest core's busy share
+  int saturated_cores = -1;         // cores >= 90% busy over the period
+  double read_mib_s = NAN;          // the tree's storage reads
+};
 
 // Samples the process tree rooted at `root` (CPU cores busy, disk MiB/s) and the machine's
 // CPU, from /proc, as rates between calls. Reads through files under `proc_root`.
@@ -60,6 +97,13 @@ class ProcSampler {
   // Fills proc_cpu_cores, sys_cpu_pct, cpus, read_mib_s, write_mib_s of `s`.
   void Sample(double t_s, GpuSample* s);
   int tree_size() const { return tree_size_; }
+  // Which pids are training processes and which DataLoader workers (others: "other").
+  // Attribution counts from the next Sample on.
+  void SetRoles(std::vector<int> main, std::vector<int> workers);
+  // Totals since the first Sample, or since ResetAttribution (the watch calls it when the
+  // training loop starts, so that start-up, imports included, does not count).
+  CpuAttribution Attribution() const;
+  void ResetAttribution();
 
  private:
   std::vector<int> Tree();
@@ -73,6 +117,26 @@ class ProcSampler {
   std::map<int, std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> seen_;
   uint64_t dead_cpu_ = 0, dead_read_ = 0, dead_write_ = 0;
   int tree_size_ = 0;
+
+  // Attribution: per-pid last counters, and per-role accumulated deltas.
+  struct PidLast {
+    uint64_t cpu = 0, run_ns = 0, wait_ns = 0, minflt = 0, majflt = 0;
+    bool schedstat = false;
+  };
+  struct PidAcc {
+    double cpu_ticks = 0, demand_ns = 0;
+    bool demand_ok = true;
+    uint64_t state_samples = 0, running = 0, disk_wait = 0;
+    double minflt = 0, majflt = 0;
+  };
+  int RoleOf(int pid) const;
+  std::map<int, PidLast> pid_last_;
+  std::set<int> main_pids_, worker_pids_;
+  std::map<int, PidAcc> acc_;  // per pid, grouped into roles by Attribution()
+  std::vector<CpuTicks> cpu_first_, cpu_last_;
+  double first_t_ = -1;
+  uint64_t first_read_ = 0;
+  bool first_read_set_ = false;
 };
 
 // Writes samples as CSV (nvidia-smi --query-gpu header plus stoker.* columns).

@@ -72,11 +72,23 @@ def test_bad_input_exit_codes(stoker, images, tmp_path):
 def test_demo_runs_and_compares(stoker, tmp_path):
     p = stoker("demo", "--dir", tmp_path / "demo", "--count", 64, "--batch", 16,
                "--step-ms", 5, "--epochs", 1)
-    assert "naive" in p.stdout and "speedup" in p.stdout
-    assert "GPU waiting" in p.stdout
+    assert "speedup" in p.stdout and "GPU waiting" in p.stdout
     assert "generated now" in p.stdout
-    # A second run uses the cached dataset.
+    try:
+        import torch, torchvision  # noqa: F401,E401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    if have_torch:  # the DataLoader under stoker watch: the doctor's report, then both runs
+        assert "PyTorch DataLoader, num_workers=2" in p.stdout
+        assert "stoker doctor" in p.stdout and "verdict on the DataLoader run" in p.stdout
+        assert (tmp_path / "demo.run" / "watch.json").exists()
+    else:
+        assert "PyTorch half skipped" in p.stdout and "naive" in p.stdout
+    assert "stoker: threads auto, prefetch auto" in p.stdout
+    # A second run uses the cached dataset; without PyTorch on the Python side it falls back.
     p2 = stoker("demo", "--dir", tmp_path / "demo", "--count", 64, "--batch", 16,
-                "--step-ms", 5, "--epochs", 1)
+                "--step-ms", 5, "--epochs", 1, env={"STOKER_PYTHON": "/nonexistent/python"})
+    assert "PyTorch half skipped" in p2.stdout and "naive: 1 thread" in p2.stdout
     assert "speedup" in p2.stdout
     assert "64 synthetic JPEGs, cached)" in p2.stdout
