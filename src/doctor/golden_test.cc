@@ -7,7 +7,7 @@
 //
 // Text goldens: the same cases rendered for the terminal, as Markdown and as JSON, are
 // compared byte for byte with tests/golden/doctor/out/<case>.{txt,md,json}, the checkout's
-// path written as "<src>". After an intended change of the output, regenerate them with
+// paths relative to the checkout. After an intended change of the output, regenerate them with
 //   STOKER_UPDATE_GOLDENS=1 build/stoker_tests --gtest_filter='DoctorGolden.*'
 // and review the change as a diff (git diff tests/golden/doctor/out).
 #include <gtest/gtest.h>
@@ -167,10 +167,20 @@ TEST(DoctorGolden, RenderedReportsMatchTheTextGoldens) {
   if (update) fs::create_directories(out_dir);
   std::vector<fs::path> cases = Cases();
   ASSERT_GE(cases.size(), 9u);
+  const fs::path src_dir = fs::path(STOKER_SOURCE_DIR).lexically_normal();
+  struct Cwd {
+    fs::path saved = fs::current_path();
+    ~Cwd() { fs::current_path(saved); }
+  } restore_cwd;
+  fs::current_path(src_dir);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.filename().string());
     nlohmann::json exp = nlohmann::json::parse(std::ifstream(c));
-    auto loaded = LoadInputs(Env::Default(), Inputs(exp), Options(exp));
+    // Inputs relative to the checkout (the test runs from it), so that the reports, whose
+    // lines wrap by length, are the same in a clone of any path.
+    std::vector<std::string> rel;
+    for (const auto& in : Inputs(exp)) rel.push_back(fs::relative(in, src_dir).string());
+    auto loaded = LoadInputs(Env::Default(), rel, Options(exp));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     auto rep = Diagnose(*loaded);
     ASSERT_TRUE(rep.ok()) << rep.status().ToString();
