@@ -75,6 +75,7 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"flip_prob", OptionValue::Double(0.25)},
               {"dct_scale", OptionValue::Bool(false)},
               {"region_decode", OptionValue::Bool(false)},
+              {"exif_orientation", OptionValue::Bool(true)},
               {"raw_field", OptionValue::String("cls")},
               {"batch_size", OptionValue::Int(7)},
               {"drop_last", OptionValue::Bool(true)},
@@ -108,6 +109,7 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   EXPECT_DOUBLE_EQ(o.flip_prob, 0.25);
   EXPECT_FALSE(o.dct_scale);
   EXPECT_FALSE(o.region_decode);
+  EXPECT_TRUE(o.exif_orientation);
   EXPECT_EQ(o.raw_field, "cls");
   EXPECT_EQ(o.batch_size, 7);
   EXPECT_TRUE(o.drop_last);
