@@ -75,6 +75,7 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"flip_prob", OptionValue::Double(0.25)},
               {"dct_scale", OptionValue::Bool(false)},
               {"region_decode", OptionValue::Bool(false)},
+              {"exif_orientation", OptionValue::Bool(true)},
               {"raw_field", OptionValue::String("cls")},
               {"batch_size", OptionValue::Int(7)},
               {"drop_last", OptionValue::Bool(true)},
@@ -112,6 +113,7 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   EXPECT_FALSE(o.region_decode);
   EXPECT_DOUBLE_EQ(o.stall_timeout_s, 12.5);
   EXPECT_EQ(o.on_stall, StallAction::kWarn);
+  EXPECT_TRUE(o.exif_orientation);
   EXPECT_EQ(o.raw_field, "cls");
   EXPECT_EQ(o.batch_size, 7);
   EXPECT_TRUE(o.drop_last);
