@@ -98,7 +98,7 @@ def main(argv=None):
 
 
 def _tokens_command(a):
-    from . import tokenize as tz
+    from . import tokenize_corpus as tz
     from ._errors import StokerError
 
     try:

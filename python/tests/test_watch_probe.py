@@ -81,10 +81,10 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_verdict_from_the_probe_alone(tmp_path, name):
     args, verdict, cause = CASES[name]
-    p, rep = watch(tmp_path, PY, TRAIN, *args, "--steps", "24")
+    p, rep = watch(tmp_path, PY, TRAIN, *args, "--steps", "64")
     assert p.returncode == 0, p.stderr
     w = rep["watch"]
-    assert w["probe"] and len(w["ranks"]) == 1 and w["ranks"][0]["steps"] == 23  # 1 warm-up
+    assert w["probe"] and len(w["ranks"]) == 1 and w["ranks"][0]["steps"] == 63  # 1 warm-up
     assert w["dataloader"]["num_workers"] == int(args[1])
     assert len(w["dataloader"]["worker_pids"]) == int(args[1])
     if verdict == "compute_bound":  # not input-bound: mostly fed counts too
@@ -104,7 +104,7 @@ def test_verdict_from_the_probe_alone(tmp_path, name):
                                   "workers_keep_up"])
 def test_verdict_with_the_profiler_window(tmp_path, name):
     args, verdict, cause = CASES[name]
-    p, rep = watch(tmp_path, PY, TRAIN, *args, "--steps", "24", flags=["--profile-steps", "8:14"])
+    p, rep = watch(tmp_path, PY, TRAIN, *args, "--steps", "64", flags=["--profile-steps", "8:14"])
     assert p.returncode == 0, p.stderr
     traces = rep["watch"]["profiler_traces"]
     assert len(traces) == 1 and os.path.exists(traces[0])
