@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ struct FieldView {
 };
 
 struct DlpackCtx {
-  BatchKeep keep;
+  std::shared_ptr<const void> keep;
   std::array<int64_t, 4> shape{};
   std::array<int64_t, 4> strides{};
   DLManagedTensor tensor{};
@@ -43,19 +44,33 @@ void CapsuleDestructor(PyObject* cap) {
 }
 
 pyb::object MakeCapsule(const BatchKeep& keep, const FieldView& f) {
-  auto* ctx = new DlpackCtx{keep};
-  const int nd = static_cast<int>(f.shape.size());
+  return DlpackCapsule(keep.batch, f.data, f.dtype, f.shape);
+}
+
+pyb::dtype NumpyDtype(DLDataType t) {
+  if (t.code == kDLFloat) return pyb::dtype::of<float>();
+  if (t.code == kDLUInt) return pyb::dtype::of<uint8_t>();
+  return pyb::dtype::of<int64_t>();
+}
+
+}  // namespace
+
+pyb::object DlpackCapsule(std::shared_ptr<const void> keep, const void* data, DLDataType dtype,
+                          const std::vector<int64_t>& shape) {
+  const int nd = static_cast<int>(shape.size());
+  if (nd < 1 || nd > 4) throw std::invalid_argument("DlpackCapsule: 1 to 4 dimensions");
+  auto* ctx = new DlpackCtx{std::move(keep)};
   int64_t stride = 1;
   for (int i = nd - 1; i >= 0; --i) {
-    ctx->shape[i] = f.shape[i];
+    ctx->shape[i] = shape[i];
     ctx->strides[i] = stride;
-    stride *= f.shape[i];
+    stride *= shape[i];
   }
   DLTensor& t = ctx->tensor.dl_tensor;
-  t.data = f.data;
+  t.data = const_cast<void*>(data);
   t.device = {kDLCPU, 0};
   t.ndim = nd;
-  t.dtype = f.dtype;
+  t.dtype = dtype;
   t.shape = ctx->shape.data();
   t.strides = ctx->strides.data();
   t.byte_offset = 0;
@@ -68,14 +83,6 @@ pyb::object MakeCapsule(const BatchKeep& keep, const FieldView& f) {
   }
   return pyb::reinterpret_steal<pyb::object>(cap);
 }
-
-pyb::dtype NumpyDtype(DLDataType t) {
-  if (t.code == kDLFloat) return pyb::dtype::of<float>();
-  if (t.code == kDLUInt) return pyb::dtype::of<uint8_t>();
-  return pyb::dtype::of<int64_t>();
-}
-
-}  // namespace
 
 pyb::dict BatchToDict(const BatchKeep& keep, ArrayKind kind, bool with_keys) {
   const Batch& b = *keep.batch;

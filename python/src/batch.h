@@ -6,6 +6,9 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <vector>
+
+#include "dlpack.h"
 
 #include "pipeline/pipeline.h"
 
@@ -25,5 +28,11 @@ enum class ArrayKind { kNumpy, kDlpack };
 // for raw batches; plus "key": list[str] when with_keys. DLPack capsules report kDLCPU
 // (also for pinned memory: torch detects pinning from the pointer).
 pybind11::dict BatchToDict(const BatchKeep& keep, ArrayKind kind, bool with_keys);
+
+// A DLPack capsule (kDLCPU, C-contiguous, 1 to 4 dimensions) viewing `data`; `keep` owns the
+// memory and is released by the tensor's deleter (without the GIL). Used for image batches
+// and token batches alike.
+pybind11::object DlpackCapsule(std::shared_ptr<const void> keep, const void* data,
+                               DLDataType dtype, const std::vector<int64_t>& shape);
 
 }  // namespace stoker::py

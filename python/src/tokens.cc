@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "batch.h"
 #include "dlpack.h"
 #include "errors.h"
 #include "formats/tokens/token_store.h"
@@ -101,23 +102,6 @@ class PyTokenWriter {
 
 // --- batches
 
-struct BatchCtx {
-  TokenBatchPtr keep;
-  std::array<int64_t, 2> shape{}, strides{};
-  DLManagedTensor tensor{};
-};
-
-void DeleteCtx(DLManagedTensor* self) { delete static_cast<BatchCtx*>(self->manager_ctx); }
-
-void CapsuleDtor(PyObject* cap) {
-  if (PyCapsule_IsValid(cap, "dltensor")) {
-    auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
-    if (t && t->deleter) t->deleter(t);
-  } else {
-    PyErr_Clear();
-  }
-}
-
 struct View {
   const char* name;
   const void* data;
@@ -126,31 +110,9 @@ struct View {
 };
 
 pyb::object Capsule(const TokenBatchPtr& keep, const View& v) {
-  static const int64_t kZero = 0;
-  auto* ctx = new BatchCtx{keep};
-  int nd = static_cast<int>(v.shape.size());
-  int64_t stride = 1;
-  for (int i = nd - 1; i >= 0; --i) {
-    ctx->shape[i] = v.shape[i];
-    ctx->strides[i] = stride;
-    stride *= v.shape[i];
-  }
-  DLTensor& t = ctx->tensor.dl_tensor;
-  t.data = const_cast<void*>(v.data ? v.data : &kZero);
-  t.device = {kDLCPU, 0};
-  t.ndim = nd;
-  t.dtype = {kDLInt, static_cast<uint8_t>(v.is64 ? 64 : 32), 1};
-  t.shape = ctx->shape.data();
-  t.strides = ctx->strides.data();
-  t.byte_offset = 0;
-  ctx->tensor.manager_ctx = ctx;
-  ctx->tensor.deleter = DeleteCtx;
-  PyObject* cap = PyCapsule_New(&ctx->tensor, "dltensor", CapsuleDtor);
-  if (cap == nullptr) {
-    delete ctx;
-    throw pyb::error_already_set();
-  }
-  return pyb::reinterpret_steal<pyb::object>(cap);
+  static const int64_t kZero = 0;  // an empty field still needs a valid pointer
+  return DlpackCapsule(keep, v.data ? v.data : &kZero,
+                       {kDLInt, static_cast<uint8_t>(v.is64 ? 64 : 32), 1}, v.shape);
 }
 
 pyb::dict BatchDict(const TokenBatchPtr& b, bool dlpack) {
