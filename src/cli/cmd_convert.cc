@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/python_side.h"
 #include "formats/checksum.h"
 #include "tools/convert.h"
 

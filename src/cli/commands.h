@@ -41,9 +41,6 @@ void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data
 void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
 void RegisterPlanCommands(CLI::App& app);  // stoker plan, stoker plan measure
 void RegisterBenchTokensCommand(CLI::App& bench);  // stoker bench tokens --data SPEC
-// Replaces the process with `<python> -m stoker WHAT... ARGS...` (cmd_tune.cc); returns
-// only on failure, with the exit code.
-int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args);
 void RegisterOptionsCommand(CLI::App& app);  // stoker options (the pipeline options table)
 
 }  // namespace stoker::cli

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace stoker::cli {
 namespace {
@@ -86,6 +87,36 @@ std::string PrependPythonPath(const std::string& first) {
   std::string pp = first;
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pp += std::string(":") + old;
   return pp;
+}
+
+// Replaces the process with `<python> -m stoker WHAT... ARGS...`; returns only on failure.
+int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args) {
+  PythonSide side = FindPythonSide(/*need_package=*/false);
+  const std::string& python = side.python;
+  if (!side.pythonpath.empty())
+    ::setenv("PYTHONPATH", PrependPythonPath(side.pythonpath).c_str(), 1);
+  ::setenv("STOKER_PROG", "stoker", 1);  // argparse's usage lines name this command
+
+  std::vector<std::string> full = {python, "-m", "stoker"};
+  full.insert(full.end(), what.begin(), what.end());
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : full) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (side.search_path) {
+    ::execvp(argv[0], argv.data());
+  } else {
+    ::execv(argv[0], argv.data());
+  }
+  std::fprintf(stderr,
+               "stoker: cannot run %s (%s, %s): `stoker %s` runs in Python; install the "
+               "package (pip install .) or set STOKER_PYTHON to an interpreter that can "
+               "import stoker\n",
+               python.c_str(), side.how.c_str(), std::strerror(errno),
+               what.empty() ? "" : what[0].c_str());
+  return 2;
 }
 
 }  // namespace stoker::cli

@@ -33,4 +33,8 @@ PythonSide FindPythonSide(bool need_package);
 // "A:B" PYTHONPATH with `first` in front of the current value.
 std::string PrependPythonPath(const std::string& first);
 
+// Replaces the process with `<python> -m stoker WHAT... ARGS...` (the Python fronts: tune,
+// tokenize, verify-tokens); returns only on failure, with the exit code.
+int ForwardToPython(const std::vector<std::string>& what, std::vector<std::string> args);
+
 }  // namespace stoker::cli
