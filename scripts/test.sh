@@ -3,7 +3,8 @@
 #   1. the GoogleTest suite under ASan+UBSan (build-asan/),
 #   2. the executor and core tests under TSan (build-tsan/),
 #   3. the CLI and Python tests (pytest) against the normal build (build/),
-#   4. clang's thread-safety analysis over the engine (build-tsa/, compile only).
+#   4. clang's thread-safety analysis over the engine (build-tsa/, compile only);
+# with the servers of scripts/servers/ running on 127.0.0.1 for the tests that need them.
 # STOKER_TEST_QUICK=1 skips the sanitizer builds (for local iteration).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,6 +12,16 @@ JOBS="${STOKER_JOBS:-$(nproc)}"
 "$ROOT/scripts/install-deps.sh"
 
 step() { printf '\n== %s ==\n' "$*"; }
+
+# Real servers on 127.0.0.1 for the remote-storage and streaming tests (scripts/servers.sh),
+# stopped whatever way this script ends. With STOKER_SERVERS_UP=1 exported, a test whose
+# server is missing fails instead of skipping. STOKER_SERVERS=0 runs without them (the
+# tests that need one then skip, and say which server).
+if [ "${STOKER_SERVERS:-1}" != 0 ]; then
+  step "servers on 127.0.0.1"
+  trap '"$ROOT/scripts/servers.sh" down' EXIT
+  eval "$("$ROOT/scripts/servers.sh" up)"
+fi
 
 step "build (RelWithDebInfo)"
 "$ROOT/scripts/build.sh"
