@@ -78,3 +78,17 @@ fi
   "$VENV/bin/pip" install -q "numpy<2"
 }
 echo "[deps] ok"
+# Object storage (#14): boto3 writes and reads the objects the s3:// tests compare against;
+# the S3 test server needs a JRE (S3Proxy) and Go (toxiproxy, built by scripts/servers/s3.sh).
+"$VENV/bin/python" -c "import boto3" 2>/dev/null || {
+  echo "[deps] installing PyPI package: boto3"
+  "$VENV/bin/pip" install -q boto3 "numpy<2"
+}
+for p in default-jre-headless maven golang-go curl; do
+  case "$p" in golang-go) command -v go >/dev/null && continue ;; esac
+  case "$p" in maven) command -v mvn >/dev/null && continue ;; esac
+  case "$p" in default-jre-headless) command -v java >/dev/null && continue ;; esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+  echo "[deps] installing Debian package: $p"
+  $SUDO apt-get install -y -qq --no-install-recommends "$p"
+done
