@@ -19,6 +19,9 @@ class RandomAccessFile {
   virtual Result<size_t> ReadAt(uint64_t offset, size_t n, uint8_t* dst) const = 0;
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
+  // The object's version as the store names it (S3/GCS ETag) when the Env knows one, else "".
+  // A cache keys its entries on (path, size, version).
+  virtual std::string version() const { return {}; }
   // Reads exactly n bytes or fails with kCorrupt ("truncated") naming path and offset.
   Status ReadExact(uint64_t offset, size_t n, uint8_t* dst) const;
 };
@@ -39,6 +42,7 @@ struct FileInfo {
   uint64_t size = 0;
   bool is_dir = false;
   int64_t mtime_ns = 0;
+  std::string version;  // object stores: the ETag; "" where the Env has none (local files)
 };
 
 struct DirEntry {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "io/env.h"
+#include "io/object_env.h"
 
 namespace stoker {
 namespace {
@@ -187,8 +188,10 @@ class PosixEnv final : public Env {
 }  // namespace
 
 Env* Env::Default() {
-  static PosixEnv env;
-  return &env;
+  static PosixEnv posix;
+  // s3:// and gs:// paths go to the object-store Env (io/object_env.cc), the rest to posix.
+  static Env* env = NewSchemeRouterEnv(&posix);
+  return env;
 }
 
 Status RandomAccessFile::ReadExact(uint64_t offset, size_t n, uint8_t* dst) const {

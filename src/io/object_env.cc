@@ -1,0 +1,673 @@
+#include "io/object_env.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#if defined(STOKER_HAVE_ARROW_S3)
+#include <arrow/filesystem/filesystem.h>
+#include <arrow/filesystem/s3fs.h>
+#include <arrow/io/interfaces.h>
+#include <arrow/util/key_value_metadata.h>
+#if defined(STOKER_HAVE_ARROW_GCS)
+#include <arrow/filesystem/gcsfs.h>
+#endif
+#endif
+
+namespace stoker {
+
+bool IsObjectStoreUri(std::string_view p) {
+  return p.substr(0, 5) == "s3://" || p.substr(0, 5) == "gs://";
+}
+
+namespace {
+
+std::atomic<uint64_t> g_get{0}, g_bytes{0}, g_retries{0}, g_head{0}, g_list{0}, g_written{0};
+
+// Routes object URLs to the object-store Env and everything else to the local one.
+class SchemeRouterEnv final : public Env {
+ public:
+  explicit SchemeRouterEnv(Env* local) : local_(local) {}
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path, const OpenOptions& opts) override {
+    return Pick(path)->NewRandomAccessFile(path, opts);
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return Pick(path)->NewWritableFile(path);
+  }
+  Result<FileInfo> Stat(const std::string& path) override { return Pick(path)->Stat(path); }
+  Result<std::vector<DirEntry>> ListDir(const std::string& path) override {
+    return Pick(path)->ListDir(path);
+  }
+  Status CreateDirs(const std::string& path) override { return Pick(path)->CreateDirs(path); }
+  Status RenameFile(const std::string& a, const std::string& b) override {
+    if (IsObjectStoreUri(a) != IsObjectStoreUri(b))
+      return InvalidArgument("rename {} to {}: both must be on the same storage", a, b);
+    return Pick(a)->RenameFile(a, b);
+  }
+  Status RemoveFile(const std::string& path) override { return Pick(path)->RemoveFile(path); }
+  Status DropCache(const std::string& path) override { return Pick(path)->DropCache(path); }
+
+ private:
+  Env* Pick(const std::string& path) {
+    return IsObjectStoreUri(path) ? ObjectStoreEnv() : local_;
+  }
+  Env* local_;
+};
+
+}  // namespace
+
+Env* NewSchemeRouterEnv(Env* local) { return new SchemeRouterEnv(local); }
+
+ObjectStoreCounters GetObjectStoreCounters() {
+  ObjectStoreCounters c;
+  c.get_requests = g_get.load();
+  c.bytes_read = g_bytes.load();
+  c.retries = g_retries.load();
+  c.head_requests = g_head.load();
+  c.list_requests = g_list.load();
+  c.objects_written = g_written.load();
+  return c;
+}
+
+#if !defined(STOKER_HAVE_ARROW_S3)
+
+namespace {
+Status NoS3(const std::string& path) {
+  return Unimplemented(
+      "{}: stoker was built without S3 support (Arrow's S3FileSystem from the pyarrow wheel: "
+      "pip install 'pyarrow<21' into .venv and reconfigure): object storage is unavailable",
+      path);
+}
+class UnavailableObjectEnv final : public Env {
+ public:
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p,
+                                                                const OpenOptions&) override {
+    return NoS3(p);
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return NoS3(p);
+  }
+  Result<FileInfo> Stat(const std::string& p) override { return NoS3(p); }
+  Result<std::vector<DirEntry>> ListDir(const std::string& p) override { return NoS3(p); }
+  Status CreateDirs(const std::string& p) override { return NoS3(p); }
+  Status RenameFile(const std::string& a, const std::string&) override { return NoS3(a); }
+  Status RemoveFile(const std::string& p) override { return NoS3(p); }
+  Status DropCache(const std::string& p) override { return NoS3(p); }
+};
+}  // namespace
+
+bool ObjectStoreAvailable() { return false; }
+Env* ObjectStoreEnv() {
+  static UnavailableObjectEnv env;
+  return &env;
+}
+void ResetObjectStoreConfigForTesting() {}
+
+#else  // STOKER_HAVE_ARROW_S3
+
+namespace {
+
+namespace afs = arrow::fs;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string EnvStr(const char* name, const std::string& def = "") {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : def;
+}
+double EnvNum(const char* name, double def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  return end && *end == 0 && d > 0 ? d : def;
+}
+bool EnvTrue(const char* name) {
+  std::string v = EnvStr(name);
+  return v == "1" || v == "true" || v == "TRUE" || v == "yes";
+}
+
+struct Config {
+  int max_attempts = 8;
+  double retry_base_ms = 50, retry_cap_ms = 5000;
+  double connect_timeout_s = 3, request_timeout_s = 10, deadline_s = 60;
+  uint64_t part_bytes = 8ull << 20;
+  int threads = 16;
+  static Config FromEnv() {
+    Config c;
+    c.max_attempts = static_cast<int>(EnvNum("AWS_MAX_ATTEMPTS", c.max_attempts));
+    c.retry_base_ms = EnvNum("STOKER_S3_RETRY_BASE_MS", c.retry_base_ms);
+    c.connect_timeout_s = EnvNum("STOKER_S3_CONNECT_TIMEOUT_S", c.connect_timeout_s);
+    c.request_timeout_s = EnvNum("STOKER_S3_REQUEST_TIMEOUT_S", c.request_timeout_s);
+    c.deadline_s = EnvNum("STOKER_S3_DEADLINE_S", c.deadline_s);
+    c.part_bytes = static_cast<uint64_t>(EnvNum("STOKER_S3_PART_MB", 8) * (1 << 20));
+    c.threads = static_cast<int>(EnvNum("STOKER_S3_THREADS", c.threads));
+    return c;
+  }
+};
+
+// The deadline of the object-store call running on this thread (0 = none): the retry
+// strategy starts no attempt after it. The AWS SDK retries synchronous calls on the caller's
+// thread, so a thread-local reaches it.
+thread_local int64_t tl_deadline_ns = 0;
+thread_local std::string tl_last_error;
+
+class DeadlineScope {
+ public:
+  explicit DeadlineScope(double seconds) : saved_(tl_deadline_ns) {
+    int64_t d = NowNs() + static_cast<int64_t>(seconds * 1e9);
+    if (tl_deadline_ns == 0 || d < tl_deadline_ns) tl_deadline_ns = d;
+    tl_last_error.clear();
+  }
+  ~DeadlineScope() { tl_deadline_ns = saved_; }
+  bool expired() const { return tl_deadline_ns != 0 && NowNs() >= tl_deadline_ns; }
+
+ private:
+  int64_t saved_;
+};
+
+// Exponential backoff with full jitter (AWS's "Exponential Backoff And Jitter"): attempt k
+// waits uniform(0, min(cap, base * 2^k)).
+class BackoffRetryStrategy final : public afs::S3RetryStrategy {
+ public:
+  explicit BackoffRetryStrategy(const Config& c) : cfg_(c) {}
+  bool ShouldRetry(const AWSErrorDetail& e, int64_t attempted) override {
+    tl_last_error = e.exception_name.empty() ? e.message : e.exception_name + ": " + e.message;
+    if (attempted + 1 >= cfg_.max_attempts) return false;
+    bool retryable = e.should_retry || e.exception_name == "SlowDown" ||
+                     e.exception_name == "InternalError" ||
+                     e.exception_name == "ServiceUnavailable" ||
+                     e.exception_name == "RequestTimeout";
+    if (!retryable) return false;
+    if (tl_deadline_ns != 0 &&
+        NowNs() + static_cast<int64_t>(Cap(attempted) * 1e6) > tl_deadline_ns)
+      return false;
+    g_retries.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  int64_t CalculateDelayBeforeNextRetry(const AWSErrorDetail&, int64_t attempted) override {
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    std::uniform_real_distribution<double> u(0.0, Cap(attempted));
+    return static_cast<int64_t>(u(rng));
+  }
+
+ private:
+  double Cap(int64_t attempted) const {
+    return std::min(cfg_.retry_cap_ms,
+                    cfg_.retry_base_ms * static_cast<double>(1ull << std::min<int64_t>(attempted, 20)));
+  }
+  Config cfg_;
+};
+
+// A small pool for the parts of large reads (each part is one ranged GET on its own
+// connection from the SDK's pool).
+class PartPool {
+ public:
+  explicit PartPool(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  void Schedule(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      q_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return !q_.empty(); });
+        fn = std::move(q_.front());
+        q_.erase(q_.begin());
+      }
+      fn();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void()>> q_;
+  std::vector<std::thread> threads_;  // detached at exit with the process (never joined)
+};
+
+std::string ArrowMsg(const arrow::Status& st) {
+  std::string m = st.message();
+  if (!tl_last_error.empty() && m.find(tl_last_error) == std::string::npos)
+    m += " (last error: " + tl_last_error + ")";
+  return m;
+}
+
+Status FromArrow(const arrow::Status& st, const std::string& what) {
+  if (st.ok()) return Status::OK();
+  std::string m = ArrowMsg(st);
+  if (st.IsIOError() && (m.find("NETWORK_CONNECTION") != std::string::npos ||
+                         m.find("curlCode") != std::string::npos ||
+                         m.find("timed out") != std::string::npos))
+    return DeadlineExceeded("{}: {}", what, m);
+  if (m.find("AWS Error RESOURCE_NOT_FOUND") != std::string::npos ||
+      m.find("NoSuchKey") != std::string::npos || m.find("NoSuchBucket") != std::string::npos ||
+      m.find("Path does not exist") != std::string::npos)
+    return NotFound("{}: {}", what, m);
+  return IOError("{}: {}", what, m);
+}
+
+// One scheme's Arrow file system plus the URL prefix ("s3://") it serves.
+struct Backend {
+  std::shared_ptr<afs::FileSystem> fs;
+  std::string scheme;  // "s3://" or "gs://"
+};
+
+class ObjectRandomAccessFile final : public RandomAccessFile {
+ public:
+  ObjectRandomAccessFile(std::string url, std::shared_ptr<arrow::io::RandomAccessFile> f,
+                         uint64_t size, std::string etag, const Config& cfg, PartPool* pool)
+      : url_(std::move(url)), f_(std::move(f)), size_(size), etag_(std::move(etag)),
+        cfg_(cfg), pool_(pool) {}
+
+  Result<size_t> ReadAt(uint64_t offset, size_t n, uint8_t* dst) const override {
+    if (offset >= size_ || n == 0) return size_t{0};
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
+    if (n <= cfg_.part_bytes + cfg_.part_bytes / 2) {
+      STOKER_RETURN_IF_ERROR(ReadPart(offset, n, dst));
+      return n;
+    }
+    // Large read: parallel ranged GETs of part_bytes; this thread does the first part.
+    size_t parts = (n + cfg_.part_bytes - 1) / cfg_.part_bytes;
+    struct Shared {
+      std::mutex mu;
+      std::condition_variable cv;
+      size_t left;
+      Status first_error;
+    };
+    auto sh = std::make_shared<Shared>();
+    sh->left = parts - 1;
+    for (size_t i = 1; i < parts; ++i) {
+      uint64_t off = offset + i * cfg_.part_bytes;
+      size_t len = static_cast<size_t>(std::min<uint64_t>(cfg_.part_bytes, offset + n - off));
+      uint8_t* d = dst + i * cfg_.part_bytes;
+      pool_->Schedule([this, sh, off, len, d] {
+        Status st = ReadPart(off, len, d);
+        std::lock_guard<std::mutex> lk(sh->mu);
+        if (!st.ok() && sh->first_error.ok()) sh->first_error = st;
+        if (--sh->left == 0) sh->cv.notify_all();
+      });
+    }
+    Status st0 = ReadPart(offset, static_cast<size_t>(cfg_.part_bytes), dst);
+    std::unique_lock<std::mutex> lk(sh->mu);
+    sh->cv.wait(lk, [&] { return sh->left == 0; });
+    if (!st0.ok()) return st0;
+    if (!sh->first_error.ok()) return sh->first_error;
+    return n;
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return url_; }
+  std::string version() const override { return etag_; }
+
+ private:
+  Status ReadPart(uint64_t off, size_t len, uint8_t* dst) const {
+    DeadlineScope dl(cfg_.deadline_s);
+    size_t done = 0;
+    // The SDK retries whole requests; a response cut short after its headers comes back as
+    // a short read, which we resume from where it stopped until the deadline.
+    for (int attempt = 0; done < len; ++attempt) {
+      g_get.fetch_add(1, std::memory_order_relaxed);
+      auto r = f_->ReadAt(static_cast<int64_t>(off + done), static_cast<int64_t>(len - done),
+                          dst + done);
+      if (!r.ok())
+        return FromArrow(r.status(), fmt::format("{}: read bytes [{}, {}) (object size {})",
+                                                 url_, off, off + len, size_));
+      int64_t got = *r;
+      done += static_cast<size_t>(got);
+      g_bytes.fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
+      if (got == 0) {
+        // The server says the object ends before the size it had at open: it changed or was
+        // truncated during the read.
+        return Corrupt(
+            "{}: read bytes [{}, {}): the object ended at {} but had {} bytes (ETag {}) when "
+            "opened: it changed or was truncated during the read",
+            url_, off, off + len, off + done, size_, etag_.empty() ? "?" : etag_);
+      }
+      if (done < len && (dl.expired() || attempt + 1 >= cfg_.max_attempts))
+        return DeadlineExceeded("{}: read bytes [{}, {}): got {} of {} bytes before the deadline",
+                                url_, off, off + len, done, len);
+    }
+    return Status::OK();
+  }
+
+  std::string url_;
+  std::shared_ptr<arrow::io::RandomAccessFile> f_;
+  uint64_t size_;
+  std::string etag_;
+  Config cfg_;
+  PartPool* pool_;
+};
+
+class ObjectWritableFile final : public WritableFile {
+ public:
+  ObjectWritableFile(std::string url, std::shared_ptr<arrow::io::OutputStream> out)
+      : url_(std::move(url)), out_(std::move(out)) {}
+  ~ObjectWritableFile() override {
+    // Destroyed without Close (an error path): abort the multipart upload so that no
+    // partial object ever becomes visible.
+    if (out_) (void)out_->Abort();
+  }
+  Status Append(const void* data, size_t n) override {
+    if (!out_) return IOError("{}: append after close", url_);
+    auto st = out_->Write(data, static_cast<int64_t>(n));
+    if (!st.ok()) return FromArrow(st, fmt::format("{}: write at offset {}", url_, written_));
+    written_ += n;
+    return Status::OK();
+  }
+  Status Flush() override { return Status::OK(); }  // parts go up as they fill
+  Status Sync() override { return Status::OK(); }   // durable when Close completes
+  Status Close() override {
+    if (!out_) return Status::OK();
+    DeadlineScope dl(600);
+    auto st = out_->Close();  // completes the multipart upload: the object appears now
+    out_.reset();
+    if (!st.ok()) return FromArrow(st, fmt::format("{}: completing upload of {} bytes", url_, written_));
+    g_written.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+  uint64_t bytes_written() const override { return written_; }
+  const std::string& path() const override { return url_; }
+
+ private:
+  std::string url_;
+  std::shared_ptr<arrow::io::OutputStream> out_;
+  uint64_t written_ = 0;
+};
+
+// Splits "http://host:port" into scheme and "host:port".
+void ParseEndpoint(const std::string& url, std::string* scheme, std::string* host) {
+  auto p = url.find("://");
+  if (p == std::string::npos) {
+    *scheme = "https";
+    *host = url;
+  } else {
+    *scheme = url.substr(0, p);
+    *host = url.substr(p + 3);
+  }
+  while (!host->empty() && host->back() == '/') host->pop_back();
+}
+
+class ArrowObjectEnv final : public Env {
+ public:
+  ArrowObjectEnv() { Reset(); }
+
+  void Reset() {
+    std::lock_guard<std::mutex> lk(mu_);
+    cfg_ = Config::FromEnv();
+    s3_.reset();
+    gs_.reset();
+    by_bucket_.clear();
+    if (!pool_) pool_ = new PartPool(std::max(1, cfg_.threads));  // lives until exit
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& url,
+                                                                const OpenOptions&) override {
+    STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
+    STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
+    DeadlineScope dl(cfg_.deadline_s);
+    g_head.fetch_add(1, std::memory_order_relaxed);
+    auto f = b.fs->OpenInputFile(key);
+    if (!f.ok()) return Explain(b, url, f.status(), "open");
+    auto sz = (*f)->GetSize();
+    if (!sz.ok()) return FromArrow(sz.status(), url + ": size");
+    std::string etag;
+    auto md = (*f)->ReadMetadata();
+    if (md.ok() && *md) {
+      auto e = (*md)->Get("ETag");
+      if (e.ok()) etag = *e;
+    }
+    return std::unique_ptr<RandomAccessFile>(new ObjectRandomAccessFile(
+        url, std::move(*f), static_cast<uint64_t>(*sz), std::move(etag), cfg_, pool_));
+  }
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& url) override {
+    STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
+    STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
+    DeadlineScope dl(cfg_.deadline_s);
+    auto out = b.fs->OpenOutputStream(key);
+    if (!out.ok()) return Explain(b, url, out.status(), "create");
+    return std::unique_ptr<WritableFile>(new ObjectWritableFile(url, std::move(*out)));
+  }
+
+  Result<FileInfo> Stat(const std::string& url) override {
+    STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
+    STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
+    DeadlineScope dl(cfg_.deadline_s);
+    g_head.fetch_add(1, std::memory_order_relaxed);
+    auto info = b.fs->GetFileInfo(key);
+    if (!info.ok()) return Explain(b, url, info.status(), "stat");
+    FileInfo fi;
+    switch (info->type()) {
+      case afs::FileType::File: {
+        fi.size = static_cast<uint64_t>(info->size());
+        fi.mtime_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          info->mtime().time_since_epoch())
+                          .count();
+        // The ETag comes with a HEAD of the object (Arrow's FileInfo has no field for it).
+        auto f = b.fs->OpenInputFile(*info);
+        if (f.ok()) {
+          auto md = (*f)->ReadMetadata();
+          if (md.ok() && *md) {
+            auto e = (*md)->Get("ETag");
+            if (e.ok()) fi.version = *e;
+          }
+        }
+        return fi;
+      }
+      case afs::FileType::Directory:
+        fi.is_dir = true;
+        return fi;
+      default:
+        return Explain(b, url, arrow::Status::IOError("Path does not exist"), "stat");
+    }
+  }
+
+  Result<std::vector<DirEntry>> ListDir(const std::string& url) override {
+    STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
+    STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
+    DeadlineScope dl(cfg_.deadline_s);
+    g_list.fetch_add(1, std::memory_order_relaxed);
+    afs::FileSelector sel;
+    sel.base_dir = key;
+    sel.recursive = false;
+    auto infos = b.fs->GetFileInfo(sel);
+    if (!infos.ok()) return Explain(b, url, infos.status(), "list");
+    std::vector<DirEntry> out;
+    for (const auto& i : *infos) out.push_back({i.base_name(), i.IsDirectory()});
+    std::sort(out.begin(), out.end(),
+              [](const DirEntry& a, const DirEntry& c) { return a.name < c.name; });
+    return out;
+  }
+
+  // Object stores have no directories: keys under a prefix exist by themselves.
+  Status CreateDirs(const std::string&) override { return Status::OK(); }
+
+  // Server-side copy then delete (S3 CopyObject: up to 5 GB per object). Writers upload to
+  // "<key>.partial" and rename, so a reader never sees a shard before it is complete.
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(from));
+    STOKER_ASSIGN_OR_RETURN(auto b2, BackendFor(to));
+    if (b.fs != b2.fs) return InvalidArgument("rename {} to {}: different stores", from, to);
+    STOKER_ASSIGN_OR_RETURN(std::string a, KeyOf(from));
+    STOKER_ASSIGN_OR_RETURN(std::string c, KeyOf(to));
+    DeadlineScope dl(cfg_.deadline_s);
+    auto st = b.fs->Move(a, c);
+    if (!st.ok()) return Explain(b, from, st, "rename to " + to);
+    return Status::OK();
+  }
+
+  Status RemoveFile(const std::string& url) override {
+    STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
+    STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
+    DeadlineScope dl(cfg_.deadline_s);
+    auto st = b.fs->DeleteFile(key);
+    if (!st.ok()) return Explain(b, url, st, "remove");
+    return Status::OK();
+  }
+  Status DropCache(const std::string&) override { return Status::OK(); }
+
+ private:
+  static Result<std::string> KeyOf(const std::string& url) {
+    std::string k = url.substr(5);
+    while (!k.empty() && k.back() == '/') k.pop_back();
+    if (k.empty() || k.front() == '/') return InvalidArgument("{}: no bucket in the URL", url);
+    return k;
+  }
+
+  // A clear error: missing bucket vs missing key vs denied.
+  Status Explain(const Backend& b, const std::string& url, const arrow::Status& st,
+                 const std::string& what) {
+    std::string m = ArrowMsg(st);
+    std::string bucket = url.substr(5, url.find('/', 5) == std::string::npos
+                                           ? std::string::npos
+                                           : url.find('/', 5) - 5);
+    bool not_found = m.find("Path does not exist") != std::string::npos ||
+                     m.find("NoSuchKey") != std::string::npos ||
+                     m.find("RESOURCE_NOT_FOUND") != std::string::npos ||
+                     m.find("NoSuchBucket") != std::string::npos ||
+                     m.find("not found") != std::string::npos;
+    if (m.find("ACCESS_DENIED") != std::string::npos || m.find("AccessDenied") != std::string::npos ||
+        m.find("SignatureDoesNotMatch") != std::string::npos ||
+        m.find("InvalidAccessKeyId") != std::string::npos ||
+        m.find("HTTP response code: 403") != std::string::npos)
+      return IOError("{}: {}: access denied (check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                     "AWS_PROFILE or the bucket's policy): {}", url, what, m);
+    if (not_found) {
+      auto bi = b.fs->GetFileInfo(bucket);
+      if (bi.ok() && bi->type() == afs::FileType::NotFound)
+        return NotFound("{}: {}: no such bucket '{}'", url, what, bucket);
+      return NotFound("{}: {}: no such object", url, what);
+    }
+    return FromArrow(st, fmt::format("{}: {}", url, what));
+  }
+
+  Result<Backend> BackendFor(const std::string& url) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (url.rfind("gs://", 0) == 0) {
+      if (!gs_) {
+        STOKER_ASSIGN_OR_RETURN(gs_, MakeGcs());
+      }
+      return Backend{gs_, "gs://"};
+    }
+    if (url.rfind("s3://", 0) != 0) return InvalidArgument("{}: not an object URL", url);
+    std::string ep = EnvStr("AWS_ENDPOINT_URL_S3", EnvStr("AWS_ENDPOINT_URL"));
+    std::string region = EnvStr("AWS_REGION", EnvStr("AWS_DEFAULT_REGION"));
+    if (!ep.empty() || !region.empty()) {
+      if (!s3_) {
+        STOKER_ASSIGN_OR_RETURN(s3_, MakeS3(ep, region));
+      }
+      return Backend{s3_, "s3://"};
+    }
+    // AWS without a region: each bucket's region is looked up once.
+    std::string bucket = url.substr(5, url.find('/', 5) - 5);
+    auto it = by_bucket_.find(bucket);
+    if (it != by_bucket_.end()) return Backend{it->second, "s3://"};
+    auto r = afs::ResolveS3BucketRegion(bucket);
+    std::string reg = r.ok() ? *r : "us-east-1";
+    STOKER_ASSIGN_OR_RETURN(auto fs, MakeS3("", reg));
+    by_bucket_[bucket] = fs;
+    return Backend{fs, "s3://"};
+  }
+
+  Result<std::shared_ptr<afs::FileSystem>> MakeS3(const std::string& endpoint,
+                                                  const std::string& region,
+                                                  const std::string& key_id = "",
+                                                  const std::string& secret = "") {
+    STOKER_RETURN_IF_ERROR(EnsureInit());
+    afs::S3Options o = afs::S3Options::Defaults();
+    if (!key_id.empty()) {
+      o.ConfigureAccessKey(key_id, secret);
+    } else if (EnvTrue("AWS_NO_SIGN_REQUEST")) {
+      o.ConfigureAnonymousCredentials();
+    }
+    o.region = region.empty() ? (endpoint.empty() ? "" : "us-east-1") : region;
+    if (!endpoint.empty()) ParseEndpoint(endpoint, &o.scheme, &o.endpoint_override);
+    std::string addressing = EnvStr("STOKER_S3_ADDRESSING");
+    if (addressing == "virtual") o.force_virtual_addressing = true;
+    o.connect_timeout = cfg_.connect_timeout_s;
+    o.request_timeout = cfg_.request_timeout_s;
+    o.retry_strategy = std::make_shared<BackoffRetryStrategy>(cfg_);
+    o.allow_bucket_creation = false;
+    o.allow_bucket_deletion = false;
+    auto fs = afs::S3FileSystem::Make(o);
+    if (!fs.ok()) return FromArrow(fs.status(), "s3: creating the client");
+    return std::shared_ptr<afs::FileSystem>(*fs);
+  }
+
+  Result<std::shared_ptr<afs::FileSystem>> MakeGcs() {
+    std::string hkey = EnvStr("STOKER_GCS_HMAC_KEY_ID"), hsec = EnvStr("STOKER_GCS_HMAC_SECRET");
+    if (!hkey.empty() && !hsec.empty())
+      return MakeS3(EnvStr("STOKER_GCS_XML_ENDPOINT", "https://storage.googleapis.com"),
+                    "auto", hkey, hsec);
+#if defined(STOKER_HAVE_ARROW_GCS)
+    std::string emu = EnvStr("STORAGE_EMULATOR_HOST");
+    afs::GcsOptions o = emu.empty() ? afs::GcsOptions::Defaults() : afs::GcsOptions::Anonymous();
+    if (!emu.empty()) ParseEndpoint(emu.find("://") == std::string::npos ? "http://" + emu : emu,
+                                    &o.scheme, &o.endpoint_override);
+    o.retry_limit_seconds = cfg_.deadline_s;
+    auto fs = afs::GcsFileSystem::Make(o);
+    if (!fs.ok()) return FromArrow(fs.status(), "gs: creating the client");
+    return std::shared_ptr<afs::FileSystem>(*fs);
+#else
+    return Unimplemented(
+        "gs://: this Arrow has no GcsFileSystem; set STOKER_GCS_HMAC_KEY_ID and "
+        "STOKER_GCS_HMAC_SECRET to use GCS's XML API with HMAC keys");
+#endif
+  }
+
+  static Status EnsureInit() {
+    static Status st = [] {
+      afs::S3GlobalOptions g = afs::S3GlobalOptions::Defaults();
+      g.log_level = afs::S3LogLevel::Fatal;
+      auto s = afs::InitializeS3(g);
+      if (!s.ok() && !afs::IsS3Initialized())
+        return IOError("s3: initializing the AWS SDK: {}", s.message());
+      // The SDK must be shut down before libarrow's globals go; our file systems are never
+      // destroyed (they live until exit), which Arrow allows once finalized.
+      std::atexit([] { (void)afs::FinalizeS3(); });
+      return Status::OK();
+    }();
+    return st;
+  }
+
+  std::mutex mu_;
+  Config cfg_;
+  std::shared_ptr<afs::FileSystem> s3_, gs_;
+  std::map<std::string, std::shared_ptr<afs::FileSystem>> by_bucket_;
+  PartPool* pool_ = nullptr;
+};
+
+ArrowObjectEnv* TheEnv() {
+  static ArrowObjectEnv* env = new ArrowObjectEnv();  // never destroyed (see EnsureInit)
+  return env;
+}
+
+}  // namespace
+
+bool ObjectStoreAvailable() { return true; }
+Env* ObjectStoreEnv() { return TheEnv(); }
+void ResetObjectStoreConfigForTesting() { TheEnv()->Reset(); }
+
+#endif  // STOKER_HAVE_ARROW_S3
+
+}  // namespace stoker
