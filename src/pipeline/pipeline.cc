@@ -15,8 +15,10 @@
 //   sample_ops.h                        decode and augment of one sample
 //   Autotuner (autotune.h)              thread counts, prefetch, topology (pure)
 //   ActivityBoard (watchdog.h)          what each worker is doing, for the stall report
-// PipelineImpl below owns the threads: it validates options, spawns and parks workers, runs
-// the tuner loop and the watchdog, and computes the stats.
+//   WorkerTargets (worker_targets.h)    how many workers of each stage run; parks the rest
+//   SummarizeStages, TunerSampler       counters -> stats and tuner snapshots (observe.h)
+// PipelineImpl below owns the threads: it validates options, spawns and stops workers, runs
+// the tuner loop and the watchdog, and assembles the stats.
 //
 // Admission bounds batch memory; Q is bounded, which bounds sample memory; augment never
 // blocks on output (its slot is reserved), so the graph cannot deadlock. Items, samples and
@@ -39,11 +41,13 @@
 #include "pipeline/batch_assembler.h"
 #include "pipeline/batch_pool.h"
 #include "pipeline/node_share.h"
+#include "pipeline/observe.h"
 #include "pipeline/options_schema.h"
 #include "pipeline/plan.h"
 #include "pipeline/sample_ops.h"
 #include "pipeline/stages.h"
 #include "pipeline/watchdog.h"
+#include "pipeline/worker_targets.h"
 
 namespace stoker {
 namespace {
@@ -86,12 +90,9 @@ class PipelineImpl final : public Pipeline {
   bool DoDecode(Item* it, int worker);
   void DoAugment(Item* it, int worker, ResizeScratch* scratch);
   void TunerLoop();
-  bool Active(int stage, int id) const {
-    return id < target_atomic_[stage].load(std::memory_order_relaxed);
-  }
-  bool WaitActive(int stage, int id) EXCLUDES(thr_mu_);  // false when stopping
-  void ApplyThreads(int stage, int n) EXCLUDES(thr_mu_);
-  void ChooseTopology() EXCLUDES(thr_mu_, stats_mu_);
+  bool Active(int stage, int id) const { return targets_.Active(stage, id); }
+  bool WaitActive(int stage, int id) { return targets_.WaitActive(stage, id, stop_); }
+  void ChooseTopology() EXCLUDES(stats_mu_);
   void FinishItem(Item* it, const Status& st);  // any stage; st non-OK = skip or fail
   void Warn(const std::string& msg) EXCLUDES(stats_mu_);
   std::string StallReport(int64_t now, int64_t waited_ns) const;
@@ -145,11 +146,7 @@ class PipelineImpl final : public Pipeline {
   std::vector<ItemPtr> free_items_ GUARDED_BY(item_mu_);
 
   // Workers. Worker ids on the activity board: read threads first, then compute threads.
-  Mutex thr_mu_;
-  CondVar thr_cv_;
-  int target_[kNumStages] GUARDED_BY(thr_mu_) = {1, 1, 1, 1};
-  std::atomic<int> target_atomic_[kNumStages];
-  int max_threads_[kNumStages] = {1, 1, 1, 1};
+  WorkerTargets targets_;
   std::vector<std::thread> workers_;
   std::thread tuner_thread_;
   Mutex tuner_mu_;
@@ -158,8 +155,7 @@ class PipelineImpl final : public Pipeline {
   // Metrics.
   StageCounters sc_[kNumStages];
   std::atomic<uint64_t> samples_out_{0}, batches_out_{0};
-  std::atomic<int64_t> consumer_wait_ns_{0}, consumer_busy_ns_{0};
-  std::atomic<uint64_t> consumer_calls_{0}, consumer_starved_{0};
+  ConsumerCounters consumer_;
   int64_t t_start_ns_ = 0;
   int64_t last_next_return_ns_ = 0;
   mutable Mutex stats_mu_;
@@ -266,22 +262,10 @@ Status PipelineImpl::Init() {
   pf.min = 1;
   pf.max = max_prefetch;
   pf.value = opts_.prefetch > 0 ? opts_.prefetch : std::min(2, max_prefetch);
-  const int stage_of[2] = {kRead, kDecode};
-  {
-    MutexLock l(&thr_mu_);
-    for (int g = 0; g < 2; ++g) {
-      int s = stage_of[g];
-      max_threads_[s] = th[g].max;
-      target_[s] = th[g].value;
-      target_atomic_[s] = th[g].value;
-    }
-    max_threads_[kAugment] = max_threads_[kBatchStage] = 0;
-    target_[kAugment] = 0;
-    target_atomic_[kAugment] = 0;
-    target_atomic_[kBatchStage] = 0;
-  }
+  targets_.Init(kRead, th[0].max, th[0].value);
+  targets_.Init(kDecode, th[1].max, th[1].value);
   tuner_ = std::make_unique<Autotuner>(th, pf);
-  board_ = std::make_unique<ActivityBoard>(max_threads_[kRead] + max_threads_[kDecode]);
+  board_ = std::make_unique<ActivityBoard>(targets_.max(kRead) + targets_.max(kDecode));
 
   pool_ = std::make_shared<BatchPool>(opts_.allocator ? opts_.allocator : HostAllocator::Default(),
                                       batch_bytes, PoolBudget(pf.value),
@@ -343,7 +327,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
   asm_->Reset(epoch, index_base, per);
   stop_ = false;
   if (auto_threads_) ChooseTopology();
-  size_t qcap = static_cast<size_t>(2 * max_threads_[kDecode] + 4);
+  size_t qcap = static_cast<size_t>(2 * targets_.max(kDecode) + 4);
   q_decode_ = std::make_unique<BoundedQueue<ItemPtr>>(qcap);
   if (t_start_ns_ == 0) t_start_ns_ = clock_->NowNanos();
   last_next_return_ns_ = 0;
@@ -367,11 +351,8 @@ void PipelineImpl::ChooseTopology() {
   o.compute_items = items - mark_compute_items_;
   o.compute_cpu_s = (cpu_ns - mark_compute_cpu_ns_) * 1e-9;
   o.fused = fused_;
-  {
-    MutexLock l(&thr_mu_);
-    o.read_threads = target_[kRead];
-    o.compute_threads = target_[kDecode];
-  }
+  o.read_threads = targets_.target(kRead);
+  o.compute_threads = targets_.target(kDecode);
   mark_read_ns_ = read_ns;
   mark_compute_cpu_ns_ = cpu_ns;
   mark_read_items_ = read_items;
@@ -379,25 +360,20 @@ void PipelineImpl::ChooseTopology() {
   TopologyDecision d = tuner_->ChooseTopology(o);
   if (!d.changed) return;
   fused_ = d.fused;
-  {
-    MutexLock l(&thr_mu_);
-    target_[kRead] = d.read_threads;
-    target_atomic_[kRead] = d.read_threads;
-    target_[kDecode] = d.compute_threads;
-    target_atomic_[kDecode] = d.compute_threads;
-  }
+  targets_.Set(kRead, d.read_threads);
+  targets_.Set(kDecode, d.compute_threads);
   MutexLock l(&stats_mu_);
   if (tuning_.size() < 1000)
     tuning_.push_back({(clock_->NowNanos() - t_start_ns_) * 1e-9, d.reason});
 }
 
 void PipelineImpl::SpawnWorkers() {
-  for (int i = 0; i < max_threads_[kRead]; ++i)
+  for (int i = 0; i < targets_.max(kRead); ++i)
     workers_.emplace_back([this, i] {
       SetThreadName("stk-read-" + std::to_string(i));
       ReadLoop(i);
     });
-  for (int i = 0; i < (fused_ ? 0 : max_threads_[kDecode]); ++i)
+  for (int i = 0; i < (fused_ ? 0 : targets_.max(kDecode)); ++i)
     workers_.emplace_back([this, i] {
       SetThreadName("stk-compute-" + std::to_string(i));
       DecodeLoop(i);
@@ -411,10 +387,7 @@ void PipelineImpl::SpawnWorkers() {
 void PipelineImpl::StopWorkers() {
   stop_ = true;
   if (asm_) asm_->WakeAll();
-  {
-    MutexLock l(&thr_mu_);
-    thr_cv_.SignalAll();
-  }
+  targets_.WakeAll();
   {
     MutexLock l(&tuner_mu_);
     tuner_cv_.SignalAll();
@@ -431,21 +404,6 @@ void PipelineImpl::StopWorkers() {
 void PipelineImpl::Stop() {
   StopWorkers();
   if (asm_) asm_->Clear();
-}
-
-bool PipelineImpl::WaitActive(int stage, int id) {
-  if (Active(stage, id)) return !stop_;
-  MutexLock l(&thr_mu_);
-  thr_cv_.Wait(&thr_mu_, [&]() REQUIRES(thr_mu_) { return stop_.load() || id < target_[stage]; });
-  return !stop_;
-}
-
-void PipelineImpl::ApplyThreads(int stage, int n) {
-  n = std::clamp(n, 1, max_threads_[stage]);
-  MutexLock l(&thr_mu_);
-  target_[stage] = n;
-  target_atomic_[stage] = n;
-  thr_cv_.SignalAll();
 }
 
 void PipelineImpl::ReadLoop(int id) {
@@ -536,7 +494,7 @@ void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
 void PipelineImpl::DecodeLoop(int id) {
   StageCounters& c = sc_[kDecode];
   ResizeScratch scratch;
-  const int worker = max_threads_[kRead] + id;
+  const int worker = targets_.max(kRead) + id;
   for (;;) {
     if (!WaitActive(kDecode, id)) break;
     int64_t t0 = clock_->NowNanos();
@@ -570,7 +528,7 @@ void PipelineImpl::FinishItem(Item* it, const Status& st) {
 Result<BatchPtr> PipelineImpl::Next() {
   if (!started_) return InvalidArgument("call StartEpoch before Next");
   int64_t enter = clock_->NowNanos();
-  if (last_next_return_ns_ > 0) consumer_busy_ns_ += enter - last_next_return_ns_;
+  if (last_next_return_ns_ > 0) consumer_.busy_ns += enter - last_next_return_ns_;
   const int64_t timeout_ns = static_cast<int64_t>(opts_.stall_timeout_s * 1e9);
   // With the watchdog on, the wait wakes up every so often (real time) to look at the
   // clock; a FakeClock advanced past the timeout is noticed at the next look.
@@ -583,8 +541,8 @@ Result<BatchPtr> PipelineImpl::Next() {
     BatchAssembler::Take t = asm_->TakeNext(&bs, &fatal, &starved, slice_ns);
     if (t == BatchAssembler::Take::kEnd) return EndOfStream();
     if (first) {
-      consumer_calls_++;
-      if (starved) consumer_starved_++;
+      consumer_.calls++;
+      if (starved) consumer_.starved++;
       first = false;
     }
     if (t == BatchAssembler::Take::kFatal) return fatal;
@@ -607,7 +565,7 @@ Result<BatchPtr> PipelineImpl::Next() {
     }
   }
   int64_t now = clock_->NowNanos();
-  consumer_wait_ns_ += now - enter;
+  consumer_.wait_ns += now - enter;
   last_next_return_ns_ = now;
   if (!bs.error.ok()) {
     asm_->SetFatal(bs.error);
@@ -629,7 +587,7 @@ std::string PipelineImpl::StallReport(int64_t now, int64_t waited_ns) const {
       "of epoch {}",
       waited_ns * 1e-9, opts_.stall_timeout_s, asm_->consumer_batch(), epoch_);
   auto busy = board_->Busy();
-  const int readers = max_threads_[kRead];
+  const int readers = targets_.max(kRead);
   for (const auto& e : busy) {
     std::string name = e.worker < readers ? fmt::format("stk-read-{}", e.worker)
                                           : fmt::format("stk-compute-{}", e.worker - readers);
@@ -644,40 +602,18 @@ std::string PipelineImpl::StallReport(int64_t now, int64_t waited_ns) const {
 
 void PipelineImpl::TunerLoop() {
   const int64_t period_ns = 100'000'000;  // 100 ms on the pipeline's clock
-  // The tuner sees two thread groups: read (waits on storage) and compute (decode and
-  // augment, which run on the same threads).
-  struct Totals {
-    int64_t cpu = 0, wall = 0;
-    uint64_t items = 0;
-  };
-  auto totals = [this](int g) {
-    Totals t;
-    if (g == 0) {
-      t = {sc_[kRead].cpu_ns, sc_[kRead].busy_ns, sc_[kRead].items};
-    } else {
-      t = {sc_[kDecode].cpu_ns + sc_[kAugment].cpu_ns, sc_[kDecode].busy_ns + sc_[kAugment].busy_ns,
-           sc_[kDecode].items};
-    }
-    return t;
-  };
-  int64_t last_ns = clock_->NowNanos();
-  Totals last[2] = {totals(0), totals(1)};
-  uint64_t last_calls = consumer_calls_, last_starved = consumer_starved_;
-  int64_t last_busy = consumer_busy_ns_;
+  TunerSampler sampler(sc_, consumer_, clock_->NowNanos());
   for (;;) {
     {
       // Sleeps (real time) for what is left of the period on the clock; a FakeClock that
       // has not moved is looked at again a period later, so tests decide when steps run.
-      int64_t left = period_ns - (clock_->NowNanos() - last_ns);
+      int64_t left = period_ns - (clock_->NowNanos() - sampler.last_ns());
       MutexLock l(&tuner_mu_);
       if (!stop_ && left > 0) tuner_cv_.WaitForNanos(&tuner_mu_, std::clamp<int64_t>(left, 1'000'000, period_ns));
       if (stop_) return;
     }
     int64_t now = clock_->NowNanos();
-    if (now - last_ns < period_ns) continue;
-    AutotuneSnapshot snap;
-    snap.period_s = (now - last_ns) * 1e-9;
-    last_ns = now;
+    if (now - sampler.last_ns() < period_ns) continue;
     std::string budget_change;
     if (node_budget_->Refresh(now, &budget_change)) {
       cpu_budget_ = node_budget_->budgets().cpus;
@@ -685,32 +621,12 @@ void PipelineImpl::TunerLoop() {
       budget_why_ = node_budget_->budgets().why;
       tuning_.push_back({(now - t_start_ns_) * 1e-9, budget_change});
     }
-    snap.cpu_budget = cpu_budget_;
-    snap.batch_size = opts_.batch_size;
-    for (int g = 0; g < 2; ++g) {
-      Totals t = totals(g);
-      StageObservation o;
-      o.name = g == 0 ? "read" : "compute";
-      o.io_stage = g == 0;
-      o.items = t.items - last[g].items;
-      o.cpu_s = (t.cpu - last[g].cpu) * 1e-9;
-      o.wall_s = (t.wall - last[g].wall) * 1e-9;
-      last[g] = t;
-      snap.stages.push_back(o);
-    }
-    uint64_t calls = consumer_calls_, starved = consumer_starved_;
-    int64_t busy = consumer_busy_ns_;
-    snap.consumer_calls = calls - last_calls;
-    snap.consumer_starved_calls = starved - last_starved;
-    snap.consumer_busy_s = (busy - last_busy) * 1e-9;
-    last_calls = calls;
-    last_starved = starved;
-    last_busy = busy;
+    AutotuneSnapshot snap = sampler.Take(now, cpu_budget_, opts_.batch_size);
     std::vector<std::string> reasons;
     if (tuner_->Step(snap, &reasons)) {
       if (opts_.threads == 0 && !fused_) {
-        ApplyThreads(kRead, tuner_->threads(0));
-        ApplyThreads(kDecode, tuner_->threads(1));
+        targets_.Set(kRead, tuner_->threads(0));
+        targets_.Set(kDecode, tuner_->threads(1));
       }
       if (opts_.prefetch == 0 && tuner_->prefetch() != asm_->prefetch()) {
         pool_->SetBudget(PoolBudget(tuner_->prefetch()));
@@ -735,64 +651,11 @@ PipelineStats PipelineImpl::Stats() const {
     st.samples_per_s = st.samples / st.wall_s;
     st.mb_per_s = st.bytes_read / st.wall_s / 1e6;
   }
-  // Stages that run on the same threads share those threads' time: read, decode and
-  // augment in fused mode; decode and augment otherwise. Fractions are of the group's
-  // thread time (busy + waiting); the bottleneck is the busiest member of the busiest group.
-  const int group_of[3] = {0, fused_ ? 0 : 1, fused_ ? 0 : 1};
-  double g_busy[2] = {0, 0}, g_win[2] = {0, 0}, g_wout[2] = {0, 0};
-  for (int s = 0; s < 3; ++s) {
-    int g = group_of[s];
-    g_busy[g] += sc_[s].busy_ns * 1e-9;
-    g_win[g] += sc_[s].wait_in_ns * 1e-9;
-    g_wout[g] += sc_[s].wait_out_ns * 1e-9;
-  }
-  double best_util = -1, best_busy = -1;
-  int best_group = 0;
-  for (int g = 0; g < 2; ++g) {
-    double total = g_busy[g] + g_win[g] + g_wout[g];
-    double util = total > 0 ? g_busy[g] / total : 0;
-    if (total > 0 && util > best_util) {
-      best_util = util;
-      best_group = g;
-    }
-  }
-  for (int s = 0; s < kNumStages; ++s) {
-    StageStats ss;
-    ss.name = kStageNames[s];
-    ss.items = sc_[s].items;
-    ss.bytes = sc_[s].bytes;
-    ss.busy_s = sc_[s].busy_ns * 1e-9;
-    ss.cpu_s = sc_[s].cpu_ns * 1e-9;
-    ss.wait_input_s = sc_[s].wait_in_ns * 1e-9;
-    ss.wait_output_s = sc_[s].wait_out_ns * 1e-9;
-    uint64_t fs = sc_[s].fill_samples;
-    ss.queue_fill = fs ? sc_[s].fill_sum_permille / 1000.0 / fs : 0;
-    if (s == kBatchStage) {
-      if (st.wall_s > 0) ss.busy_frac = ss.busy_s / st.wall_s;
-    } else {
-      int g = group_of[s];
-      ss.threads = target_atomic_[g == 0 ? kRead : kDecode].load();
-      double total = g_busy[g] + g_win[g] + g_wout[g];
-      if (total > 0) {
-        ss.busy_frac = ss.busy_s / total;
-        ss.wait_input_frac = g_win[g] / total;
-        ss.wait_output_frac = g_wout[g] / total;
-      }
-      if (g == best_group && ss.busy_s > best_busy) {
-        best_busy = ss.busy_s;
-        st.bottleneck = ss.name;
-      }
-    }
-    st.stages.push_back(ss);
-  }
-  st.threads = target_atomic_[kRead].load() + (fused_ ? 0 : target_atomic_[kDecode].load());
-  st.consumer_wait_s = consumer_wait_ns_ * 1e-9;
-  double consumer_total = (consumer_wait_ns_ + consumer_busy_ns_) * 1e-9;
-  st.consumer_wait_frac = consumer_total > 0 ? st.consumer_wait_s / consumer_total : 0;
-  // When the consumer hardly waits and the stages mostly wait on their output, the
-  // consumer (the training step) is what bounds the pipeline.
-  if (consumer_total > 0 && st.consumer_wait_frac < 0.05 && best_util < 0.6)
-    st.bottleneck = "consumer";
+  StageTopology topo;
+  topo.fused = fused_;
+  topo.read_threads = targets_.target(kRead);
+  topo.compute_threads = targets_.target(kDecode);
+  SummarizeStages(sc_, topo, st.wall_s, consumer_, &st);
   st.prefetch = asm_->prefetch();
   st.memory_budget = memory_budget_;
   st.cpu_budget = cpu_budget_;
