@@ -54,7 +54,7 @@ namespace {
 
 using ItemPtr = std::unique_ptr<Item>;
 
-class PipelineImpl final : public Pipeline {
+class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<PipelineImpl> {
  public:
   explicit PipelineImpl(const PipelineOptions& o) : opts_(o) {}
   ~PipelineImpl() override { Stop(); }
@@ -62,7 +62,7 @@ class PipelineImpl final : public Pipeline {
   Status Init();
   Status StartEpoch(int epoch, uint64_t start_batch) override;
   Status ResumeEpoch(int epoch, uint64_t consumed) override;
-  Result<BatchPtr> Next() override;
+  Result<BatchPtr> NextWithin(int64_t max_wait_ns, bool* timed_out) override;
   void Stop() override;
   uint64_t batches_per_epoch() const override { return num_batches_; }
   uint64_t samples_per_epoch() const override { return per_rank_; }
@@ -83,8 +83,12 @@ class PipelineImpl final : public Pipeline {
 
  private:
   Status StartPass(int epoch, uint64_t consumed, uint64_t index_base);
-  void StopWorkers();
-  void SpawnWorkers();
+  // Joins every worker; with grace_ns >= 0, detaches the workers still running after that
+  // much real time (blocked in a read) instead of waiting for them.
+  void StopWorkers(int64_t grace_ns = -1) EXCLUDES(exit_mu_, stats_mu_);
+  void SpawnWorkers() EXCLUDES(exit_mu_);
+  template <typename Body>
+  void SpawnWorker(std::string name, Body body) EXCLUDES(exit_mu_);
   void ReadLoop(int id);
   void DecodeLoop(int id);
   bool DoDecode(Item* it, int worker);
@@ -148,6 +152,15 @@ class PipelineImpl final : public Pipeline {
   // Workers. Worker ids on the activity board: read threads first, then compute threads.
   WorkerTargets targets_;
   std::vector<std::thread> workers_;
+  // One flag per worker, set as its loop returns (workers_[i] <-> done_[i]); Stop() waits on
+  // exit_cv_ for them with a deadline. Shared with the thread, which may outlive a detach.
+  Mutex exit_mu_;
+  CondVar exit_cv_;
+  std::vector<std::shared_ptr<std::atomic<bool>>> done_;
+  std::string detached_;  // set when Stop() detached a worker blocked in a read
+  // A Next() that returned timed out: the wait it continues (consumer stats, watchdog).
+  bool next_pending_ = false, next_warned_ = false;
+  int64_t next_enter_ns_ = 0;
   std::thread tuner_thread_;
   Mutex tuner_mu_;
   CondVar tuner_cv_;
@@ -313,6 +326,10 @@ Status PipelineImpl::ResumeEpoch(int epoch, uint64_t consumed) {
 }
 
 Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base) {
+  if (!detached_.empty())
+    return Status(StatusCode::kCancelled,
+                  fmt::format("the pipeline was stopped while {}; create a new pipeline", detached_));
+  next_pending_ = next_warned_ = false;
   STOKER_ASSIGN_OR_RETURN(order_, PlanEpoch(ds_->shards(), ds_->size(), epoch, plan_, consumed));
   // This rank's share of the remainder; drop_last drops its final partial batch.
   uint64_t per = order_.size();
@@ -367,24 +384,33 @@ void PipelineImpl::ChooseTopology() {
     tuning_.push_back({(clock_->NowNanos() - t_start_ns_) * 1e-9, d.reason});
 }
 
+template <typename Body>
+void PipelineImpl::SpawnWorker(std::string name, Body body) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  done_.push_back(done);
+  // The thread keeps the pipeline alive: a worker detached by Stop() (blocked in a read)
+  // still finds everything it touches when the read returns.
+  workers_.emplace_back([self = shared_from_this(), done, name = std::move(name), body] {
+    SetThreadName(name);
+    body();
+    MutexLock l(&self->exit_mu_);
+    done->store(true);
+    self->exit_cv_.SignalAll();
+  });
+}
+
 void PipelineImpl::SpawnWorkers() {
   for (int i = 0; i < targets_.max(kRead); ++i)
-    workers_.emplace_back([this, i] {
-      SetThreadName("stk-read-" + std::to_string(i));
-      ReadLoop(i);
-    });
+    SpawnWorker("stk-read-" + std::to_string(i), [this, i] { ReadLoop(i); });
   for (int i = 0; i < (fused_ ? 0 : targets_.max(kDecode)); ++i)
-    workers_.emplace_back([this, i] {
-      SetThreadName("stk-compute-" + std::to_string(i));
-      DecodeLoop(i);
-    });
+    SpawnWorker("stk-compute-" + std::to_string(i), [this, i] { DecodeLoop(i); });
   if (autotune_) tuner_thread_ = std::thread([this] {
     SetThreadName("stk-tuner");
     TunerLoop();
   });
 }
 
-void PipelineImpl::StopWorkers() {
+void PipelineImpl::StopWorkers(int64_t grace_ns) {
   stop_ = true;
   if (asm_) asm_->WakeAll();
   targets_.WakeAll();
@@ -393,16 +419,50 @@ void PipelineImpl::StopWorkers() {
     tuner_cv_.SignalAll();
   }
   if (q_decode_) q_decode_->Close();
-  for (auto& t : workers_) t.join();
-  workers_.clear();
   if (tuner_thread_.joinable()) tuner_thread_.join();
+  if (grace_ns >= 0 && !workers_.empty()) {
+    auto all_done = [&] {
+      for (auto& d : done_)
+        if (!d->load()) return false;
+      return true;
+    };
+    const int64_t deadline = Clock::Real()->NowNanos() + grace_ns;
+    MutexLock l(&exit_mu_);
+    while (!all_done()) {
+      int64_t left = deadline - Clock::Real()->NowNanos();
+      if (left <= 0) break;
+      exit_cv_.WaitForNanos(&exit_mu_, left);
+    }
+  }
+  int stuck = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (grace_ns < 0 || done_[i]->load()) {
+      workers_[i].join();
+    } else {
+      workers_[i].detach();
+      ++stuck;
+    }
+  }
+  if (stuck > 0) {
+    // Name what they are blocked on, from the activity board.
+    int64_t now = clock_->NowNanos();
+    std::string what;
+    for (const auto& e : board_->Busy())
+      what += fmt::format("{}{} of sample '{}' ({}) for {:.1f} s", what.empty() ? "" : "; ",
+                          kStageNames[e.stage], ds_->Key(e.index), ds_->Location(e.index),
+                          (now - e.since_ns) * 1e-9);
+    detached_ = fmt::format("{} worker(s) were blocked in {}", stuck, what.empty() ? "a read" : what);
+    Warn(fmt::format("stop: {}; detached, they exit when their read returns", detached_));
+  }
+  workers_.clear();
+  done_.clear();
   // Recycle anything left in the queues.
   if (q_decode_)
     while (auto it = q_decode_->TryPop()) PutItem(std::move(*it));
 }
 
 void PipelineImpl::Stop() {
-  StopWorkers();
+  StopWorkers(/*grace_ns=*/1'000'000'000);
   if (asm_) asm_->Clear();
 }
 
@@ -429,6 +489,10 @@ void PipelineImpl::ReadLoop(int id) {
     c.cpu_ns += clock_->ThreadCpuNanos() - c0;
     c.busy_ns += clock_->NowNanos() - t0;
     board_->End(worker);
+    if (stop_) {  // stopped during the read (maybe detached): touch no batch
+      PutItem(std::move(it));
+      break;
+    }
     c.items++;
     c.bytes += it->sample.bytes();
     if (!st.ok()) {
@@ -525,17 +589,23 @@ void PipelineImpl::FinishItem(Item* it, const Status& st) {
   asm_->Finish(it, err);
 }
 
-Result<BatchPtr> PipelineImpl::Next() {
+Result<BatchPtr> PipelineImpl::NextWithin(int64_t max_wait_ns, bool* timed_out) {
+  *timed_out = false;
   if (!started_) return InvalidArgument("call StartEpoch before Next");
-  int64_t enter = clock_->NowNanos();
-  if (last_next_return_ns_ > 0) consumer_.busy_ns += enter - last_next_return_ns_;
+  // A call after a timed-out one continues that wait.
+  const bool resumed = next_pending_;
+  next_pending_ = false;
+  int64_t enter = resumed ? next_enter_ns_ : clock_->NowNanos();
+  if (!resumed && last_next_return_ns_ > 0) consumer_.busy_ns += enter - last_next_return_ns_;
   const int64_t timeout_ns = static_cast<int64_t>(opts_.stall_timeout_s * 1e9);
-  // With the watchdog on, the wait wakes up every so often (real time) to look at the
-  // clock; a FakeClock advanced past the timeout is noticed at the next look.
-  const int64_t slice_ns = timeout_ns > 0 ? std::clamp<int64_t>(timeout_ns / 4, 1'000'000, 100'000'000) : 0;
+  // With the watchdog on (or a bounded wait), the wait wakes up every so often (real time)
+  // to look at the clock; a FakeClock advanced past the timeout is noticed at the next look.
+  int64_t slice_ns = timeout_ns > 0 ? std::clamp<int64_t>(timeout_ns / 4, 1'000'000, 100'000'000) : 0;
+  if (max_wait_ns >= 0) slice_ns = std::clamp<int64_t>(slice_ns > 0 ? std::min(slice_ns, max_wait_ns) : max_wait_ns, 1'000'000, 100'000'000);
+  const int64_t real_deadline = max_wait_ns >= 0 ? Clock::Real()->NowNanos() + max_wait_ns : 0;
   BatchState bs;
   Status fatal;
-  bool first = true, warned = false;
+  bool first = !resumed, warned = resumed && next_warned_;
   for (;;) {
     bool starved = false;
     BatchAssembler::Take t = asm_->TakeNext(&bs, &fatal, &starved, slice_ns);
@@ -552,16 +622,24 @@ Result<BatchPtr> PipelineImpl::Next() {
     // last took one (which opened the window for another).
     int64_t now = clock_->NowNanos();
     int64_t waited = now - std::max(last_next_return_ns_, asm_->last_ready_ns());
-    if (waited < timeout_ns) continue;
-    std::string report = StallReport(now, waited);
-    if (opts_.on_stall == StallAction::kFail) {
-      Status st = DeadlineExceeded("{}", report);
-      asm_->SetFatal(st);
-      return st;
+    if (timeout_ns > 0 && waited >= timeout_ns) {
+      std::string report = StallReport(now, waited);
+      if (opts_.on_stall == StallAction::kFail) {
+        Status st = DeadlineExceeded("{}", report);
+        asm_->SetFatal(st);
+        return st;
+      }
+      if (!warned) {  // warn: once per wait, then keep waiting
+        Warn(report);
+        warned = true;
+      }
     }
-    if (!warned) {  // warn: once per wait, then keep waiting
-      Warn(report);
-      warned = true;
+    if (max_wait_ns >= 0 && Clock::Real()->NowNanos() >= real_deadline) {
+      next_pending_ = true;
+      next_warned_ = warned;
+      next_enter_ns_ = enter;
+      *timed_out = true;
+      return BatchPtr();
     }
   }
   int64_t now = clock_->NowNanos();
@@ -673,10 +751,41 @@ PipelineStats PipelineImpl::Stats() const {
 
 }  // namespace
 
+namespace {
+
+// What Create() hands out: owns the pipeline with the worker threads, each of which holds a
+// reference too, so that a worker detached by Stop() (blocked in a read) outlives the handle
+// safely. Forwards every call.
+class PipelineHandle final : public Pipeline {
+ public:
+  explicit PipelineHandle(std::shared_ptr<PipelineImpl> p) : p_(std::move(p)) {}
+  ~PipelineHandle() override { p_->Stop(); }
+  Status StartEpoch(int epoch, uint64_t start_batch) override { return p_->StartEpoch(epoch, start_batch); }
+  Status ResumeEpoch(int epoch, uint64_t consumed) override { return p_->ResumeEpoch(epoch, consumed); }
+  Result<BatchPtr> NextWithin(int64_t max_wait_ns, bool* timed_out) override {
+    return p_->NextWithin(max_wait_ns, timed_out);
+  }
+  void Stop() override { p_->Stop(); }
+  uint64_t batches_per_epoch() const override { return p_->batches_per_epoch(); }
+  uint64_t samples_per_epoch() const override { return p_->samples_per_epoch(); }
+  uint64_t pass_batches() const override { return p_->pass_batches(); }
+  uint64_t ConsumedAfter(uint64_t batches) const override { return p_->ConsumedAfter(batches); }
+  std::string Fingerprint() const override { return p_->Fingerprint(); }
+  const Dataset& dataset() const override { return p_->dataset(); }
+  PipelineStats Stats() const override { return p_->Stats(); }
+  const PipelineOptions& options() const override { return p_->options(); }
+  Result<std::vector<uint64_t>> EpochOrder(int epoch) const override { return p_->EpochOrder(epoch); }
+
+ private:
+  std::shared_ptr<PipelineImpl> p_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Pipeline>> Pipeline::Create(const PipelineOptions& opts) {
-  auto p = std::make_unique<PipelineImpl>(opts);
+  auto p = std::make_shared<PipelineImpl>(opts);
   STOKER_RETURN_IF_ERROR(p->Init());
-  return std::unique_ptr<Pipeline>(std::move(p));
+  return std::unique_ptr<Pipeline>(std::make_unique<PipelineHandle>(std::move(p)));
 }
 
 }  // namespace stoker
