@@ -740,6 +740,8 @@ PipelineStats PipelineImpl::Stats() const {
   st.buffer_bytes = pool_ ? pool_->allocated_bytes() : 0;
   st.autotune = autotune_;
   st.rank = rank_;
+  st.source_notes = ds_->notes();
+  st.source_counters = ds_->counters();
   MutexLock l(&stats_mu_);
   st.skipped = skipped_count_;
   st.budget_source = budget_why_;
