@@ -6,6 +6,7 @@
 
 #include "doctor/analysis.h"
 #include "doctor/text.h"
+#include "doctor/watch_rules.h"
 
 namespace stoker::doctor {
 
@@ -949,6 +950,11 @@ std::vector<RuleInfo> ListRules(const Thresholds& th) {
                                                           : "the verdict";
     out.push_back({r.id, scope, FillThresholds(r.when, th), r.gain, r.source});
   }
+  // What `stoker watch`'s in-process probe measures has its own facts (ProbeFacts) and
+  // table (watch_rules.h); listed here so one listing names every finding.
+  for (const ProbeRule& r : ProbeRules())
+    out.push_back({r.id, "stoker watch probe", FillThresholds(r.when, th), r.gain,
+                   "stoker (docs/doctor.md, the probe)"});
   return out;
 }
 
