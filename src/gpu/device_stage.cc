@@ -42,6 +42,7 @@ struct DeviceStage::Slot {
   bool in_use = false;           // handed out and not released
   bool pending = false;          // `done` recorded, its time not collected yet
   bool release_recorded = false;
+  BatchPtr keep;                 // a host batch being uploaded (Upload)
 };
 
 struct DeviceStage::DecoderSet {
@@ -205,16 +206,9 @@ Status DeviceStage::Release(DeviceBatch* b) {
   return ReleaseSlot(b->slot_, b->consumer_);
 }
 
-Result<DeviceBatchPtr> DeviceStage::Process(const Batch& raw) {
-  const auto t0 = std::chrono::steady_clock::now();
-  STOKER_CU(cuCtxSetCurrent, ctx_);
-  const int n = raw.size;
-  if (raw.raw_offsets.size() != static_cast<size_t>(n) + 1 || raw.sample_indices.size() < static_cast<size_t>(n))
-    return InvalidArgument("GPU path: batch {} is not a raw batch of {} samples", raw.index, n);
-  const size_t image_bytes = opts_.output.bytes();
-
-  STOKER_ASSIGN_OR_RETURN(int si, AcquireSlot());
+Status DeviceStage::PrepareSlot(int si, int n) {
   Slot& slot = *slots_[static_cast<size_t>(si)];
+  const size_t image_bytes = opts_.output.bytes();
   // The slot's previous batch: its host buffers are read by copies on our stream, so wait
   // for that batch (our own work, `slots` batches back) before overwriting them.
   if (slot.pending) {
@@ -226,6 +220,7 @@ Result<DeviceBatchPtr> DeviceStage::Process(const Batch& raw) {
     }
     slot.pending = false;
   }
+  slot.keep.reset();
   // The consumer's last use of this slot's output comes before our writes (device-side).
   if (slot.release_recorded) {
     STOKER_CU(cuStreamWaitEvent, stream_, slot.released, 0);
@@ -267,6 +262,65 @@ Result<DeviceBatchPtr> DeviceStage::Process(const Batch& raw) {
     slot.jobs_host = static_cast<ResizeJob*>(p);
     slot.jobs_cap = slot.jobs_host_cap = cap;
   }
+
+  return Status::OK();
+}
+
+DeviceBatchPtr DeviceStage::Finish(int si, DeviceBatchPtr out) {
+  Slot& slot = *slots_[static_cast<size_t>(si)];
+  slot.pending = true;
+  slot.in_use = true;
+  out->images = slot.out;
+  out->ready = slot.done;
+  out->owner_ = self_;
+  out->slot_ = si;
+  ++stats_.batches;
+  stats_.images += out->size;
+  return out;
+}
+
+Result<DeviceBatchPtr> DeviceStage::Upload(const BatchPtr& host_ptr) {
+  const Batch& host = *host_ptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  STOKER_CU(cuCtxSetCurrent, ctx_);
+  const size_t image_bytes = opts_.output.bytes();
+  if (host.images == nullptr && host.size > 0)
+    return InvalidArgument("GPU path: batch {} has no images to upload", host.index);
+  STOKER_ASSIGN_OR_RETURN(int si, AcquireSlot());
+  STOKER_RETURN_IF_ERROR(PrepareSlot(si, host.size));
+  Slot& slot = *slots_[static_cast<size_t>(si)];
+  if (host.size > 0)
+    STOKER_CU(cuMemcpyHtoDAsync, slot.out, host.images, static_cast<size_t>(host.size) * image_bytes,
+              stream_);
+  STOKER_CU(cuEventRecord, slot.done, stream_);
+  slot.keep = host_ptr;
+  auto out = std::make_shared<DeviceBatch>();
+  out->epoch = host.epoch;
+  out->index = host.index;
+  out->size = host.size;
+  out->height = host.height;
+  out->width = host.width;
+  out->layout = host.layout;
+  out->image_bytes = image_bytes;
+  out->device = cfg_.device;
+  out->labels = host.labels;
+  out->sample_indices = host.sample_indices;
+  out->keys = host.keys;
+  stats_.host_seconds += Seconds(t0);
+  return Finish(si, std::move(out));
+}
+
+Result<DeviceBatchPtr> DeviceStage::Process(const Batch& raw) {
+  const auto t0 = std::chrono::steady_clock::now();
+  STOKER_CU(cuCtxSetCurrent, ctx_);
+  const int n = raw.size;
+  if (raw.raw_offsets.size() != static_cast<size_t>(n) + 1 || raw.sample_indices.size() < static_cast<size_t>(n))
+    return InvalidArgument("GPU path: batch {} is not a raw batch of {} samples", raw.index, n);
+  const size_t image_bytes = opts_.output.bytes();
+
+  STOKER_ASSIGN_OR_RETURN(int si, AcquireSlot());
+  STOKER_RETURN_IF_ERROR(PrepareSlot(si, n));
+  Slot& slot = *slots_[static_cast<size_t>(si)];
 
   // 1. Routes.
   std::vector<RouteDecision> route(static_cast<size_t>(n));
@@ -459,16 +513,8 @@ Result<DeviceBatchPtr> DeviceStage::Process(const Batch& raw) {
               static_cast<unsigned>(pos), 1, kResizeBlock, 1, 1, 0, stream_, args, nullptr);
   }
   STOKER_CU(cuEventRecord, slot.done, stream_);
-  slot.pending = true;
-  slot.in_use = true;
-  out->images = slot.out;
-  out->ready = slot.done;
-  out->owner_ = self_;
-  out->slot_ = si;
-  ++stats_.batches;
-  stats_.images += pos;
   stats_.host_seconds += Seconds(t0);
-  return out;
+  return Finish(si, std::move(out));
 }
 
 #undef STOKER_CU

@@ -104,6 +104,10 @@ class DeviceStage {
   // One raw batch (Batch::raw + raw_offsets, labels, sample_indices, keys) of `raw.epoch`.
   // Errors name the sample (on_error=fail) or the CUDA call.
   Result<DeviceBatchPtr> Process(const Batch& raw);
+  // The CPU path's finished host batch (decode="train"/"val") copied into a device slot
+  // on the stage's stream: the same DeviceBatch protocol for both paths.
+  // The host batch is kept until the copy completed (it may be pinned: a truly async copy).
+  Result<DeviceBatchPtr> Upload(const BatchPtr& host);
   // `consumer` waits for the batch (cuStreamWaitEvent; no host sync).
   Status HandOver(DeviceBatch* b, CUstream consumer);
   // The consumer's work on the batch so far is all it will do: the slot is reused after it.
@@ -120,6 +124,9 @@ class DeviceStage {
   DeviceStage(const CudaApi* api, const PipelineOptions& opts, const DeviceStageConfig& cfg);
   Status Init();
   Result<int> AcquireSlot();
+  // Waits for the slot's previous batch, orders after its release, sizes its buffers.
+  Status PrepareSlot(int si, int n);
+  DeviceBatchPtr Finish(int si, DeviceBatchPtr out);
   Status Check(const char* call, CUresult r) const;
   Status ReleaseSlot(int slot, CUstream consumer);
 

@@ -11,6 +11,7 @@
 
 #include "codec/image.h"
 #include "codec/test_images.h"
+#include "gpu/device_pipeline.h"
 #include "gpu/device_stage.h"
 #include "gpu/fake_cuda.h"
 #include "gpu/jpeg_probe.h"
@@ -583,6 +584,101 @@ TEST_F(DeviceStageTest, CorruptSampleFailsNamingItWithOnErrorFail) {
   }
   ASSERT_FALSE(err.ok());
   EXPECT_NE(err.message().find("c0/018"), std::string::npos) << err.message();
+}
+
+// Both paths of device=cuda give the same samples in the same order; gpu_decode=on
+// decodes on the "GPU", off on the CPU and copies.
+std::vector<std::pair<uint64_t, std::vector<float>>> DeviceRun(DevicePipeline& p, int epoch,
+                                                               CUstream consumer) {
+  std::vector<std::pair<uint64_t, std::vector<float>>> out;
+  EXPECT_TRUE(p.StartEpoch(epoch).ok());
+  while (true) {
+    auto b = p.Next();
+    if (!b.ok()) {
+      EXPECT_TRUE(IsEndOfStream(b.status())) << b.status().ToString();
+      break;
+    }
+    EXPECT_TRUE(p.HandOver(b->get(), consumer).ok());
+    for (int i = 0; i < (*b)->size; ++i) {
+      const float* g = reinterpret_cast<const float*>(static_cast<uintptr_t>((*b)->images) +
+                                                      i * (*b)->image_bytes);
+      out.emplace_back((*b)->sample_indices[i], std::vector<float>(g, g + (*b)->image_bytes / 4));
+    }
+    EXPECT_TRUE(p.Release(b->get()).ok());
+  }
+  return out;
+}
+
+TEST_F(DeviceStageTest, DevicePipelineOnAndOffAgree) {
+  testing::FakeCuda fake;
+  PipelineOptions o = Opts(DecodeMode::kTrain);
+  o.raw_field = "jpg";
+  o.device = ComputeDevice::kCuda;
+  o.gpu_decode = GpuDecode::kOn;
+  auto on = DevicePipeline::Create(o, fake.api());
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE((*on)->gpu_decoding());
+  o.gpu_decode = GpuDecode::kOff;
+  auto off = DevicePipeline::Create(o, fake.api());
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE((*off)->gpu_decoding());
+  CUstream consumer = fake.NewStream();
+  auto a = DeviceRun(**on, 2, consumer);
+  auto b = DeviceRun(**off, 2, consumer);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), 19u);
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].first, b[i].first) << i;  // same order
+    for (size_t k = 0; k < a[i].second.size(); ++k)
+      worst = std::max(worst, std::fabs(a[i].second[k] - b[i].second[k]));
+  }
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_EQ((*on)->stage_stats().fallbacks.total(), 4);  // progressive, arithmetic, cmyk, corrupt
+  EXPECT_EQ((*off)->stage_stats().fallbacks.total(), 0);
+}
+
+TEST_F(DeviceStageTest, AutoMovesDecodeToTheGpuWhenTheCpuCannotFeedTheStep) {
+  for (bool starving : {false, true}) {
+    testing::FakeCuda fake;
+    FakeClock clock;
+    clock.SetThreadCpuStep(5'000'000);  // every measured piece of CPU work: 5 ms
+    PipelineOptions o = Opts(DecodeMode::kTrain);
+    o.raw_field = "jpg";
+    o.device = ComputeDevice::kCuda;
+    o.gpu_decode = GpuDecode::kAuto;
+    o.cpu_budget = 1;
+    o.clock = &clock;
+    DevicePipelineConfig cfg;
+    cfg.auto_config.window_s = 0.01;
+    cfg.auto_config.min_images = 10;
+    cfg.auto_config.min_dwell_s = 0;
+    cfg.gpu_busy = [] { return 0.2; };
+    cfg.clock = &clock;
+    auto p = DevicePipeline::Create(o, fake.api(), cfg);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_FALSE((*p)->gpu_decoding());  // auto starts on the CPU path
+    ASSERT_TRUE((*p)->StartEpoch(0).ok());
+    while (true) {
+      auto b = (*p)->Next();
+      if (!b.ok()) break;
+      // The training step: 5 ms per batch (1600 images/s wanted) or 10 s (0.8 images/s).
+      clock.AdvanceMillis(starving ? 5 : 10000);
+    }
+    ASSERT_TRUE((*p)->StartEpoch(1).ok());
+    EXPECT_EQ((*p)->gpu_decoding(), starving) << (*p)->decision().reason;
+    EXPECT_EQ((*p)->decision().verdict,
+              starving ? OffloadVerdict::kOffload : OffloadVerdict::kCpuKeepsUp)
+        << (*p)->decision().reason;
+    // The switched pipeline delivers the epoch.
+    int n = 0;
+    while (true) {
+      auto b = (*p)->Next();
+      if (!b.ok()) break;
+      n += (*b)->size;
+    }
+    EXPECT_EQ(n, 19);
+  }
 }
 
 TEST(DeviceStage, GpuTestsNeedAGpu) {
