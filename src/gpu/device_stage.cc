@@ -167,6 +167,7 @@ DeviceStage::~DeviceStage() {
 }
 
 Result<int> DeviceStage::AcquireSlot() {
+  std::lock_guard<std::mutex> lock(mu_);
   const size_t n = slots_.size();
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_slot_ + k) % n;
@@ -186,6 +187,7 @@ Result<int> DeviceStage::AcquireSlot() {
 }
 
 Status DeviceStage::ReleaseSlot(int slot, CUstream consumer) {
+  std::lock_guard<std::mutex> lock(mu_);
   Slot& s = *slots_[static_cast<size_t>(slot)];
   api_->cuCtxSetCurrent(ctx_);
   STOKER_CU(cuEventRecord, s.released, consumer ? consumer : stream_);
@@ -267,6 +269,7 @@ Status DeviceStage::PrepareSlot(int si, int n) {
 }
 
 DeviceBatchPtr DeviceStage::Finish(int si, DeviceBatchPtr out) {
+  std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = *slots_[static_cast<size_t>(si)];
   slot.pending = true;
   slot.in_use = true;

@@ -21,11 +21,12 @@
 //
 // Host waits happen only on the stage's own earlier work (cuEventSynchronize of a slot's
 // previous batch, or of an nvJPEG state `kStatesPerBackend` images back), never on the
-// training stream. Not thread-safe: one thread calls Process.
+// training stream. One thread calls Process/Upload; batches may be released from any thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,7 @@ class DeviceStage {
   CUfunction kernel_ = nullptr;
   nvjpegHandle_t nvjpeg_ = nullptr;
   std::unique_ptr<DecoderSet> host_dec_, device_dec_;
+  std::mutex mu_;  // slot flags: batches are released from other threads (tensor deleters)
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t next_slot_ = 0;
   DeviceStageStats stats_;
