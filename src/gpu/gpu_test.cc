@@ -681,6 +681,18 @@ TEST_F(DeviceStageTest, AutoMovesDecodeToTheGpuWhenTheCpuCannotFeedTheStep) {
   }
 }
 
+TEST(ResizeKernel, PtxIsEmbeddedWithTheHostsArgumentLayout) {
+  const char* ptx = KernelPtx();
+  if (ptx == nullptr) GTEST_SKIP() << "built with STOKER_CUDA=OFF or without a CUDA compiler";
+  const std::string p(ptx);
+  EXPECT_NE(p.find(std::string(".entry ") + kResizeKernelName), std::string::npos);
+  // The launch struct is passed by value: its size in the PTX is the host's.
+  EXPECT_NE(p.find(fmt::format("{}_param_1[{}]", kResizeKernelName, sizeof(ResizeLaunch))),
+            std::string::npos);
+  EXPECT_NE(p.find(".target sm_"), std::string::npos);
+  EXPECT_EQ(p.find("call."), std::string::npos);  // no external device functions needed
+}
+
 TEST(DeviceStage, GpuTestsNeedAGpu) {
   auto api = LoadCudaApi();
   if (!api.ok()) GTEST_SKIP() << "no GPU here (" << api.status().message().substr(0, 80)

@@ -12,7 +12,8 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__CUDA__)
+#define STOKER_CUDA_COMPILE 1
 #define STOKER_HD __host__ __device__ __forceinline__
 #else
 #define STOKER_HD inline
@@ -39,6 +40,10 @@ struct ResizeLaunch {
   float scale[3] = {1, 1, 1}, bias[3] = {0, 0, 0};
   int32_t num_jobs = 0;
 };
+
+// The host fills these and the device reads them: one layout for both compilers.
+static_assert(sizeof(ResizeJob) == 88, "ResizeJob layout");
+static_assert(sizeof(ResizeLaunch) == 40, "ResizeLaunch layout");
 
 STOKER_HD double KernelTriangle(double x) {
   x = x < 0 ? -x : x;
@@ -144,7 +149,7 @@ STOKER_HD void ResizePixel(const ResizeJob& j, const ResizeLaunch& L, const uint
 inline constexpr const char* kResizeKernelName = "stoker_resize_normalize";
 inline constexpr int kResizeBlock = 256;
 
-#if !defined(__CUDACC__)
+#if !defined(STOKER_CUDA_COMPILE)
 // The kernel on the host: every job's every pixel, with device pointers taken as host
 // addresses (the tests' fake CUDA table allocates "device" memory on the host).
 void RunResizeJobsOnHost(const ResizeJob* jobs, const ResizeLaunch& L);
