@@ -313,6 +313,41 @@ TEST(Doctor, CpuOnlyBreakdown) {
   }
 }
 
+// A language model (token embedding over [8, 1024] ids each step) on a GPU, waiting 40 ms
+// of every 100 ms step for its batch: tokens/s per GPU, the wait, the token-loading fixes.
+TEST(Doctor, LanguageModelTokensPerSecondAndTheWaitForBatches) {
+  auto lm = [](double wait_ms) {
+    TraceBuilder b;
+    for (int i = 0; i < 4; ++i) {
+      double t0 = i * 100'000.0;
+      b.Step(i, t0, 100'000);
+      b.Data(t0, wait_ms * 1000);
+      b.X("cpu_op", "aten::embedding", t0 + wait_ms * 1000 + 10, 20, "1", "1",
+          R"({"Input Dims": [[8, 1024], [32000, 512], [], [], []]})");
+      b.X("cpu_op", "aten::embedding", t0 + wait_ms * 1000 + 40, 20, "1", "1",
+          R"({"Input Dims": [[1, 1024], [1024, 512], [], [], []]})");
+      b.Kernel("ampere_sgemm_128x64", t0 + wait_ms * 1000 + 100, (100 - wait_ms) * 1000 - 200);
+    }
+    return b.Summary();
+  };
+  Report r = Diag({lm(40)});
+  const Finding* f = Find(r, "input.tokens");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_NE(f->title.find("Language model: 81920 tokens/s per GPU"), std::string::npos) << f->title;
+  EXPECT_NE(f->evidence.find("reads 8192 token ids per step"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->fix.find("TokenPipeline"), std::string::npos);
+  EXPECT_EQ(r.primary, Verdict::kInputBound);
+  // Fed: the same model with a 1 ms wait only reports the rate.
+  Report fed = Diag({lm(1)});
+  const Finding* g = Find(fed, "input.tokens");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->severity, "info");
+  EXPECT_NE(g->fix.find("None needed"), std::string::npos) << g->fix;
+  // An image model (no embedding) gets no token finding.
+  EXPECT_EQ(Find(Diag({CpuRank(0, 5, 50)}), "input.tokens"), nullptr);
+}
+
 TEST(Doctor, StragglerRankIsTheImbalance) {
   // Rank 1 waits 50 ms for data; rank 0 waits for rank 1 in the all-reduce.
   Report r = Diag({CpuRank(0, 5, 50), CpuRank(1, 50, 5)});

@@ -745,6 +745,48 @@ std::optional<Finding> EvidenceMissing(const Analysis& a, const GpuLogReport* lo
   return f;
 }
 
+// A language model's trace (aten::embedding over [batch, sequence] token ids, recorded
+// with record_shapes=True): tokens/s per GPU and the share of the step spent waiting for
+// token batches, with fixes for token loading when that share matters.
+std::optional<Finding> InputTokens(const Analysis& a, const GpuLogReport* log) {
+  const Report& rep = *a.rep;
+  const Thresholds& th = *a.th;
+  const Fractions& B = a.B();
+  double tokens = 0;
+  for (const auto& t : a.in->traces) tokens = std::max(tokens, t.TokensPerStep());
+  if (tokens <= 0 || !(rep.step_s > 0)) return std::nullopt;
+  const double wait = rep.gpu ? std::max(B.data_wait, B.idle_data) : B.data_wait;
+  Finding f;
+  f.id = "input.tokens";
+  f.severity = wait >= th.input_verdict ? "high" : (wait >= th.input_warn ? "medium" : "info");
+  f.title = fmt::format("Language model: {:.0f} tokens/s per {}, {} of the step waiting for "
+                        "token batches",
+                        tokens / rep.step_s, rep.gpu ? "GPU" : "process", Pct1(wait));
+  f.evidence = fmt::format(
+      "aten::embedding reads {:.0f} token ids per step ({} per step, median over {} steps): "
+      "{:.0f} tokens/s per {}{}; the host waits for the next batch {} of the step ({} per "
+      "step){}.",
+      tokens, Ms(rep.step_s), rep.steps, tokens / rep.step_s, rep.gpu ? "GPU" : "process",
+      a.world_size > 1 ? fmt::format(" ({:.0f} for {} ranks)", tokens / rep.step_s * a.world_size,
+                                     a.world_size)
+                       : "",
+      Pct1(B.data_wait), Ms(B.data_wait * rep.step_s),
+      rep.gpu ? fmt::format(", the GPU is idle {} of the step during those waits", Pct1(B.idle_data))
+              : "");
+  if (wait >= th.input_warn) {
+    f.fix =
+        "Assemble token batches ahead of the step on their own threads: stoker.TokenPipeline("
+        "..., prefetch=4, threads=2) packs from memory-mapped stores (Megatron .bin/.idx, "
+        "nanoGPT memmaps, Arrow) with no per-sample Python; or a DataLoader with num_workers "
+        ">= 2, persistent_workers=True, pin_memory=True. Build the sample and shuffle indices "
+        "once and reuse them (stoker's index cache, Megatron's .npy cache) so an epoch start "
+        "does not stall, and copy each batch with .to(device, non_blocking=True).";
+  } else {
+    f.fix = fmt::format("None needed: token loading costs {} per step.", Ms(B.data_wait * rep.step_s));
+  }
+  return f;
+}
+
 }  // namespace
 
 const std::vector<Rule>& Rules() {
@@ -760,6 +802,10 @@ const std::vector<Rule>& Rules() {
      "GPU idle during data waits (CPU-only: the wait); with num_workers=0 and --cpus N, "
      "bounded by loading on N cores",
      "TensorBoard plugin R1 (5%); TensorFlow input analyzer (20%)", &InputDataLoader},
+    {"input.tokens", RuleScope::kTrace,
+     "a trace with aten::embedding over 2-D token ids (record_shapes=True); medium at "
+     "{input_warn} of the step waiting for batches, high at {input_verdict}",
+     "", "stoker (tokens/s per GPU, as Megatron logs it)", &InputTokens},
     {"h2d.pageable", RuleScope::kTrace,
      "any Memcpy HtoD (Pageable -> Device); high when what it removes is >= {input_warn}",
      "h2d_pageable + idle_copy", "Nsight Systems rule cuda_memcpy_async", &H2dPageable},

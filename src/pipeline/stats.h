@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct PipelineStats {
   std::vector<TuningEvent> tuning;
   bool autotune = false;
   RankInfo rank;
+  // What the data source itself reports (Dataset::notes() and counters()): "shard read
+  // sequentially", gzip stream restarts, a stream's lag, a cache's hits. JSON: "source".
+  std::vector<std::string> source_notes;
+  std::map<std::string, double> source_counters;
 };
 
 }  // namespace stoker

@@ -48,6 +48,12 @@ std::string StatsToJson(const PipelineStats& st, const StatsRunInfo* run, int in
   }
   auto& tuning = j["tuning"] = json::array();
   for (const auto& t : st.tuning) tuning.push_back({{"t_s", t.t_s}, {"what", t.what}});
+  if (!st.source_notes.empty() || !st.source_counters.empty()) {
+    auto& src = j["source"] = json::object();
+    src["notes"] = st.source_notes;
+    src["counters"] = json::object();
+    for (const auto& [k, v] : st.source_counters) src["counters"][k] = v;
+  }
   if (run) {
     j["data"] = run->data;
     if (run->epochs > 0) j["epochs"] = run->epochs;
@@ -227,6 +233,23 @@ Result<PipelineStats> StatsFromJson(std::string_view text, const std::string& na
       g.Num("t_s", &ev.t_s);
       g.Str("what", &ev.what);
       st.tuning.push_back(std::move(ev));
+    }
+  }
+  if (auto it = o->find("source"); it != o->end() && !it->is_null()) {
+    if (!it->is_object())
+      return InvalidArgument("{}: \"source\" must be an object, got {}", name, it->type_name());
+    Fields g(*it, name, "source.", &err);
+    g.Strings("notes", &st.source_notes);
+    if (auto c = it->find("counters"); c != it->end() && !c->is_null()) {
+      if (!c->is_object())
+        return InvalidArgument("{}: source.\"counters\" must be an object, got {}", name,
+                               c->type_name());
+      for (const auto& [k, v] : c->items()) {
+        if (!v.is_number())
+          return InvalidArgument("{}: source.counters.\"{}\" must be a number, got {}", name, k,
+                                 v.type_name());
+        st.source_counters[k] = v.get<double>();
+      }
     }
   }
   if (run) {
