@@ -57,10 +57,9 @@ Result<std::unique_ptr<DevicePipeline>> DevicePipeline::Create(const PipelineOpt
 
 Status DevicePipeline::Build(bool gpu) {
   PipelineOptions o = opts_;
-  if (gpu) {
-    o.mode = DecodeMode::kRaw;
-    o.raw_field = "";  // the first field: folders' image; see ImageField below
-  }
+  // The GPU path carries the encoded image: raw_field (default: the sample's first field,
+  // a folder's image; for shards whose first field is not the image, set raw_field).
+  if (gpu) o.mode = DecodeMode::kRaw;
   if (engine_) engine_->Stop();
   engine_.reset();
   STOKER_ASSIGN_OR_RETURN(engine_, Pipeline::Create(o));
