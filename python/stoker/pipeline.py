@@ -279,8 +279,16 @@ class Pipeline:
         gpu_decode = options.get("gpu_decode", "auto")
         if self._device is not None and gpu_decode != "off" and self._p.options["decode"] != "raw":
             try:
-                self._dev = ext.DevicePipeline({**opts, "device": "cuda", "pinned": False},
-                                               self._device.index or 0, _nvjpeg_candidates())
+                # The engine above stays for metadata (sizes, resume, epoch order) and is
+                # never iterated; the device pipeline gets its resolved budgets, so the
+                # node's core share does not count the idle engine.
+                st = self._p.stats()
+                dev_opts = {**opts, "device": "cuda"}
+                for k, sk in (("cpu_budget", "cpu_budget"), ("memory_budget", "memory_budget_bytes")):
+                    if options.get(k) in (None, "auto", 0) and st.get(sk):
+                        dev_opts[k] = int(st[sk])
+                self._dev = ext.DevicePipeline(dev_opts, self._device.index or 0,
+                                               _nvjpeg_candidates())
             except Exception as e:  # noqa: BLE001 -- the engine's errors name the cause
                 if gpu_decode == "on":
                     raise
