@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "device.h"
 #include "batch.h"
 #include "cuda_host.h"
 #include "errors.h"
@@ -265,6 +266,7 @@ PYBIND11_MODULE(_stoker, m) {
   }, "rank"_a = -1, "world_size"_a = -1);
   m.def("option_schema", &OptionSchema,
         "The pipeline options table (src/pipeline/options_schema.cc), one dict per option.");
+  RegisterDevicePipeline(m);
   m.def("set_cuda_runtime_candidates", &SetCudaRuntimeCandidates, "candidates"_a);
   m.def("cuda_runtime_path", &CudaRuntimePath);
   m.def("pinned_memory_status", []() {

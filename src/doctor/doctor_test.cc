@@ -534,6 +534,54 @@ TEST(Doctor, PipelineMetricsNameTheStage) {
   EXPECT_EQ(AnalyzePipeline(m, 0).bottleneck_kind, "storage");
 }
 
+TEST(Doctor, GpuPreprocessOffloadUsesTheOffloadModel) {
+  telemetry::PipelineMetrics m;
+  m.path = "bench.json";
+  m.samples_per_s = 400;       // 4 cores busy: 10 ms of CPU per image
+  m.consumer_wait_frac = 0.6;  // the step would take 1000/s
+  m.bottleneck = "decode";
+  m.cpus = 4;
+  m.stages = {{"read", 100, 1, 0.0, 0.0, 0.0}, {"decode", 100, 4, 1.0, 0.0, 0.0},
+              {"batch", 100, 1, 0.0, 0.9, 0.0}};
+  DoctorInputs in;
+  in.pipelines.push_back(m);
+  // Without a GPU's busy share the model cannot say: no finding.
+  auto r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Find(*r, "gpu.preprocess_offload"), nullptr);
+  // A GPU log at 30 % utilization: the GPU has room for 1000 images/s of decode.
+  telemetry::GpuLog log;
+  log.path = "smi.csv";
+  log.format = "nvidia-smi csv";
+  log.has_timestamps = true;
+  for (int i = 0; i < 20; ++i) {
+    telemetry::GpuSample g;
+    g.t_s = i;
+    g.gpu = 0;
+    g.util = 30;
+    log.samples.push_back(g);
+  }
+  in.gpu_logs.push_back(log);
+  r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  const Finding* f = Find(*r, "gpu.preprocess_offload");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("feed 400 images/s"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->evidence.find("takes 1000"), std::string::npos) << f->evidence;
+  ASSERT_TRUE(f->expected_speedup.has_value());
+  EXPECT_NEAR(*f->expected_speedup, 2.5, 1e-6);
+  // A busy GPU (97 %): the model says no, and so does the doctor.
+  for (auto& g : in.gpu_logs[0].samples) g.util = 97;
+  r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Find(*r, "gpu.preprocess_offload"), nullptr);
+  // The rule is listed with its source.
+  bool listed = false;
+  for (const auto& row : ListRules(Thresholds{}))
+    listed |= row.id == std::string("gpu.preprocess_offload");
+  EXPECT_TRUE(listed);
+}
+
 TEST(Doctor, RenderingsCarryTheVerdictAndStayOffline) {
   TraceBuilder b;
   for (int i = 0; i < 4; ++i) {

@@ -7,6 +7,7 @@
 #include "doctor/analysis.h"
 #include "doctor/text.h"
 #include "doctor/watch_rules.h"
+#include "gpu/offload_model.h"
 
 namespace stoker::doctor {
 
@@ -615,6 +616,48 @@ std::optional<Finding> CpuSaturated(const Analysis& a, const GpuLogReport* log) 
   return f;
 }
 
+// The GPU path's offload model (src/gpu/offload_model.h, the same one gpu_decode=auto and
+// `stoker plan` use) on the pipeline's measured CPU cost per image, the step's demand
+// (samples/s over the share of time the consumer was not waiting) and the GPU's busy
+// share (a GPU log's utilization, else the trace's compute share).
+std::optional<Finding> GpuPreprocessOffload(const Analysis& a, const GpuLogReport* log) {
+  const auto& p = *a.rep->pipeline;
+  if (p.bottleneck_kind != "decode" && p.bottleneck_kind != "ops") return std::nullopt;
+  if (p.samples_per_s <= 0 || p.cores_busy <= 0) return std::nullopt;
+  gpu::OffloadInputs in;
+  in.cpu_cores = p.cpus > 0 ? p.cpus : p.threads;
+  in.cpu_s_per_image = p.cores_busy / p.samples_per_s;
+  in.required_images_per_s = p.samples_per_s / std::max(0.05, 1.0 - p.consumer_wait_frac);
+  std::string busy_from;
+  if (a.any_util && !std::isnan(a.util_mean)) {
+    in.gpu_busy_frac = a.util_mean / 100.0;
+    busy_from = "GPU utilization";
+  } else if (a.has_trace() && a.gpu()) {
+    in.gpu_busy_frac = a.B().compute;
+    busy_from = "compute share of the trace";
+  } else {
+    return std::nullopt;
+  }
+  const gpu::OffloadDecision d = gpu::DecideOffload(in);
+  if (!d.use_gpu) return std::nullopt;
+  Finding f;
+  f.id = "gpu.preprocess_offload";
+  f.severity = p.consumer_wait_frac >= a.th->input_verdict ? "high" : "medium";
+  f.title = "Decoding on the GPU would feed the step";
+  f.evidence = fmt::format(
+      "{:.1f} ms of CPU per image on {} cores: the CPU path can feed {:.0f} images/s, the "
+      "step takes {:.0f} when not waiting; the GPU is {} busy ({}), so nvJPEG and a fused "
+      "augment kernel can deliver {:.0f} images/s for about {} more GPU time.",
+      in.cpu_s_per_image * 1e3, in.cpu_cores, d.cpu_rate, in.required_images_per_s,
+      Pct(in.gpu_busy_frac), busy_from, d.gpu_rate, Pct(d.gpu_load_added));
+  f.fix = "Decode and augment on the GPU: stoker.Pipeline(..., device=\"cuda\", "
+          "gpu_decode=\"on\") (or \"auto\", which measures first), DALI's mixed decoder, or "
+          "torchvision.io.decode_jpeg(device=\"cuda\"); see docs/gpu.md.";
+  const double delivered = std::min(d.gpu_rate, in.required_images_per_s);
+  f.expected_speedup = delivered / std::max(1e-9, p.samples_per_s);
+  return f;
+}
+
 std::optional<Finding> PipelineStage(const Analysis& a, const GpuLogReport* log) {
   const Thresholds& th = *a.th;
   const auto& p = *a.rep->pipeline;
@@ -822,6 +865,12 @@ const std::vector<Rule>& Rules() {
     {"pipeline.stage", RuleScope::kPipeline,
      "the bounding stage (not the consumer); high when the consumer waits >= {input_verdict}",
      "", "stoker (stage busy and wait shares)", &PipelineStage},
+    {"gpu.preprocess_offload", RuleScope::kPipeline,
+     "decode/augment bounds the pipeline and the offload model (src/gpu/offload_model.h) "
+     "says the GPU path delivers more than the CPU path, with the GPU's busy share from a GPU "
+     "log or the trace",
+     "the pipeline's rate up to the step's demand", "stoker offload model (gpu_decode=auto)",
+     &GpuPreprocessOffload},
     // After the verdict.
     {"compute.bound", RuleScope::kVerdict, "the compute_bound verdict on a trace", "",
      "stoker", &ComputeBound},
