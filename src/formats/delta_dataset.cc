@@ -213,6 +213,10 @@ Result<DeltaSpec> ParseDeltaSpec(const std::string& spec) {
       }
       if (f.column.empty()) return InvalidArgument("{}: '{}' names no column", what, value);
       out.where.push_back(std::move(f));
+    } else if (key == "follow") {
+      return InvalidArgument("delta:{}: follow= is an option of stoker.Pipeline (Python), which "
+                             "re-opens the table between epochs; the engine reads one version",
+                             out.table);
     } else {
       return InvalidArgument("delta:{}: unknown option '{}' (version, timestamp, since, columns, "
                              "where)", out.table, key);

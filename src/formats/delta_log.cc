@@ -523,7 +523,7 @@ Status CheckProtocol(const std::string& table, int64_t version, const DeltaProto
                      const DeltaMetadata& m) {
   auto refuse = [&](const std::string& what) {
     return Unimplemented(
-        "Delta table {} (version {}) needs reader feature {}, which stoker does not "
+        "Delta table {} (version {}) needs reader feature{}, which stoker does not "
         "implement; rewrite the table without it (or read it with Spark / delta-rs)",
         table, version, what);
   };
@@ -531,12 +531,18 @@ Status CheckProtocol(const std::string& table, int64_t version, const DeltaProto
     return Unimplemented("Delta table {} (version {}) needs reader version {}; stoker reads "
                          "versions 1 to 3", table, version, p.min_reader);
   if (p.min_reader == 3) {
+    std::string missing;
+    int n = 0;
     for (const auto& f : p.reader_features)
-      if (!SupportedReaderFeatures().count(f)) return refuse(FeatureName(f));
+      if (!SupportedReaderFeatures().count(f)) {
+        missing += (missing.empty() ? "" : ", ") + FeatureName(f);
+        ++n;
+      }
+    if (n > 0) return refuse((n == 1 ? " " : "s ") + missing);
   }
   auto cm = m.configuration.find("delta.columnMapping.mode");
   if (cm != m.configuration.end() && cm->second != "none" && !cm->second.empty())
-    return refuse(FeatureName("columnMapping") + " mode '" + cm->second + "'");
+    return refuse(" " + FeatureName("columnMapping") + " mode '" + cm->second + "'");
   if (m.provider != "parquet")
     return Unimplemented("Delta table {} (version {}): data files of format '{}' (stoker reads "
                          "parquet)", table, version, m.provider);
