@@ -266,3 +266,60 @@ def wait_for(pred, timeout=60.0):
             return True
         time.sleep(0.1)
     return False
+
+
+def _read_part(source, options, part, parts, epoch):
+    """One read task: rank `part` of `parts` of the epoch's plan, through a stoker engine,
+    as Arrow blocks of ready (decoded, augmented) batches."""
+    import stoker
+    from ray.data.block import BlockAccessor
+    p = stoker.Pipeline(source, rank=part, world_size=parts, **options)
+    st = p.state_dict()
+    st.update(epoch=epoch, consumed=0)
+    p.load_state_dict(st)
+    left = max(0, math.ceil((p.dataset_size - part) / parts))  # padding cut
+    for b in p:
+        k = min(left, len(b["label"]))
+        left -= k
+        if k <= 0:
+            break
+        block = {n: np.array(np.asarray(v)[:k]) for n, v in b.items() if n not in ("data", "offsets")}
+        yield BlockAccessor.batch_to_block(block)
+    p.close()
+
+
+def datasource(source, *, task_bytes=64 << 20, epoch=0, **options):
+    """A Ray Data datasource over any stoker dataset (the other design: read tasks instead
+    of long-lived actors). Each read task runs a stoker engine over one strided part of the
+    epoch's plan (rank t of T) and yields Arrow blocks of ready batches (decode and augment
+    done in C++ inside the task); T is chosen so a task carries about `task_bytes` of output.
+    Use with ray.data.read_datasource(stoker.ray.datasource(...)). The order inside a part
+    is the plan's; Ray Data interleaves parts as tasks finish, and cannot resume mid-epoch."""
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+    import stoker
+
+    probe = stoker.Pipeline(source, **options)
+    n = probe.dataset_size
+    size = int(options.get("image_size", 224))
+    per_sample = size * size * 3 * (1 if options.get("layout") == "uint8" else 4)
+    probe.close()
+
+    class StokerDatasource(Datasource):
+        def estimate_inmemory_data_size(self):
+            return n * per_sample
+
+        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+            parts = max(1, min(n, math.ceil(n * per_sample / task_bytes), max(1, parallelism)))
+            tasks = []
+            for t in range(parts):
+                rows = max(0, math.ceil((n - t) / parts))
+                meta = BlockMetadata(num_rows=rows, size_bytes=rows * per_sample, exec_stats=None)
+                tasks.append(ReadTask(
+                    lambda t=t: _read_part(source, dict(options), t, parts, epoch), meta))
+            return tasks
+
+        def get_name(self):
+            return "stoker"
+
+    return StokerDatasource()

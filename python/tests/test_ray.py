@@ -78,6 +78,13 @@ def test_epoch_is_the_plan_and_resumes_exactly(cluster, images):
     q.close()
 
 
+def test_datasource_reads_every_sample_once(cluster, images):
+    ds = ray.data.read_datasource(sray.datasource(images, task_bytes=8 << 10, **OPTS))
+    got = [int(i) for b in ds.iter_batches(batch_size=7, batch_format="numpy") for i in b["index"]]
+    assert sorted(got) == list(range(60))
+    assert ds.count() == 60
+
+
 def test_killed_worker_node_redoes_its_share(cluster, images):
     c, nodes = cluster
     p = sray.RayPipeline(images, workers=2, worker_options={"scheduling_strategy": "SPREAD"}, **OPTS)
