@@ -269,11 +269,20 @@ class Pipeline:
                 warnings.warn(f"stoker.Pipeline: pinned memory unavailable ({why}); copies to "
                               f"{self._device} will be synchronous", RuntimeWarning, stacklevel=2)
 
+        # A Delta table is read at one version per epoch (stoker/delta.py), recorded in
+        # state_dict(); with follow= the engine is re-opened when the table grows.
+        self._delta = None
+        if source.startswith("delta:"):
+            from .delta import DeltaSource
+            self._delta = DeltaSource(source)
+            source = self._delta.spec()
         # Names, types and ranges are checked by the engine's options table (the messages
         # name the option, as the CLI's do).
         opts = {"data": source, **options, "rank": rank, "world_size": world_size,
                 "pinned": pinned, "device": "cuda" if self._device is not None else "cpu"}
+        self._engine_opts = opts
         self._p = ext.Pipeline(opts)
+        self._delta_epoch = 0  # the epoch the open Delta snapshot was chosen for
         # device=cuda with gpu_decode on/auto: the GPU path (src/gpu/device_pipeline.h).
         self._dev = None
         gpu_decode = options.get("gpu_decode", "auto")
@@ -359,8 +368,23 @@ class Pipeline:
         self._generation += 1
         return self._run(self._generation, self._epoch, self._resume_consumed)
 
+    def _reopen(self, spec):
+        self._p.stop()
+        self._engine_opts = {**self._engine_opts, "data": spec}
+        self._p = _ext.Pipeline(self._engine_opts)
+        self._options["data"] = spec
+
     def _run(self, generation, epoch, consumed):
         self._resume_consumed = 0
+        if self._delta is not None and consumed == 0 and epoch != self._delta_epoch:
+            # A new epoch (not a resume inside one): pick up new versions of the table.
+            change = self._delta.advance()
+            self._delta_epoch = epoch
+            if change == "empty":
+                self._end_pass(epoch)
+                return
+            if change == "changed":
+                self._reopen(self._delta.spec())
         self._p.resume_epoch(epoch, consumed)
         self._active = [epoch, 0]  # (epoch, batches of this pass handed to the loop)
         n = int(self._p.pass_batches)
@@ -474,9 +498,14 @@ class Pipeline:
         else:
             epoch, consumed = self._epoch, self._resume_consumed
         step = self.world_size * self._options["batch_size"]
-        return {"version": _STATE_VERSION, "epoch": epoch, "consumed": consumed,
-                "batch": consumed // step, "world_size": self.world_size, "rank": self.rank,
-                "batch_size": self._options["batch_size"], **self._identity()}
+        state = {"version": _STATE_VERSION, "epoch": epoch, "consumed": consumed,
+                 "batch": consumed // step, "world_size": self.world_size, "rank": self.rank,
+                 "batch_size": self._options["batch_size"], **self._identity()}
+        if self._delta is not None:
+            # The snapshot this epoch reads (its files follow from version and since).
+            state["delta"] = {**self._delta.state(), "epoch": self._delta_epoch,
+                              "files": (self._p.delta or {}).get("num_files")}
+        return state
 
     def load_state_dict(self, state):
         """Makes the next iteration continue from `state` (from state_dict(), possibly of a
@@ -491,6 +520,13 @@ class Pipeline:
             raise bad_argument(f"state is missing {', '.join(missing)}")
         if state["version"] != _STATE_VERSION:
             raise bad_argument(f"state version {state['version']} is not {_STATE_VERSION}")
+        if self._delta is not None and "delta" in state:
+            # Re-open the snapshot the saved epoch read, whatever the table holds now.
+            saved = (self._delta.version, self._delta.since)
+            self._delta.load(state["delta"])
+            if (self._delta.version, self._delta.since) != saved:
+                self._reopen(self._delta.spec())
+            self._delta_epoch = int(state["delta"].get("epoch", state["epoch"]))
         mine = self._identity()
         diff = [f"{k}: saved {state[k]!r}, now {mine[k]!r}" for k in _STATE_KEYS
                 if state[k] != mine[k]]
