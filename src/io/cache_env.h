@@ -25,6 +25,7 @@
 // Thread-safety: every method may be called from any thread; files' ReadAt too.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -63,9 +64,14 @@ struct CacheCounters {
   int64_t occupancy = 0;         // bytes in the directory at the last scan
   int64_t max_occupancy = 0;     // most seen by this process's scans
   int64_t limit = 0;
+  // Share of the bytes read that did not come from the source in this run: reads of
+  // entries that were there already (or fetched by another process). Reads of an entry
+  // this process fetched are misses, prefetched or not.
   double hit_rate() const {
-    uint64_t n = hit_bytes + stream_bytes;
-    return n ? static_cast<double>(hit_bytes) / static_cast<double>(n) : 0;
+    double read = static_cast<double>(hit_bytes + stream_bytes);
+    if (read <= 0) return 0;
+    double miss = static_cast<double>(fetched_bytes + stream_bytes);
+    return std::max(0.0, 1.0 - miss / read);
   }
 };
 

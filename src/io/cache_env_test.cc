@@ -96,6 +96,7 @@ TEST_F(CacheEnvTest, LooksAheadInPlanOrderAndFetchesEachFileOnce) {
   auto c = cache->counters();
   EXPECT_EQ(c.fetches, 5u);
   EXPECT_EQ(c.hit_bytes, 5u * (64 << 10));
+  EXPECT_DOUBLE_EQ(c.hit_rate(), 0.0);  // a cold run: everything came from the source
   EXPECT_EQ(c.stream_bytes, 64u << 10);  // f5: through, uncached
   EXPECT_FALSE(fs::exists(EntryPath(5)));
   EXPECT_EQ(src.bytes_read.load(), 6 * (64 << 10));  // nothing read twice from the source
@@ -179,6 +180,7 @@ TEST_F(CacheEnvTest, DemandFetchWithoutPlan) {
   ReadAll(again.get(), 0);
   EXPECT_EQ(src.bytes_read.load(), before);
   EXPECT_EQ(again->counters().shared_entries, 1u);
+  EXPECT_DOUBLE_EQ(again->counters().hit_rate(), 1.0);
 }
 
 TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {

@@ -40,8 +40,9 @@ struct PipelineCacheStats {
   bool enabled = false;
   std::string dir;
   int64_t limit_bytes = 0;
-  double hit_rate = 0;           // bytes read from the cache / all bytes read through it
-  uint64_t hit_bytes = 0;        // read from local entries
+  double hit_rate = 0;           // share of bytes read that did not come from the source in
+                                 // this run (entries fetched by this process are misses)
+  uint64_t hit_bytes = 0;        // read from local entries (warm or just fetched)
   uint64_t stream_bytes = 0;     // read through to the source, uncached
   uint64_t fetched_bytes = 0;    // copied from the source into the cache by this process
   uint64_t source_bytes = 0;     // every byte this process read from the source
