@@ -86,15 +86,22 @@ class PyPipeline {
     ArrayKind k = ParseKind(kind);
     BatchPtr b;
     Status st;
-    {
-      pyb::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lock(mu_);
-      Result<BatchPtr> r = p_->Next();
-      if (r.ok()) {
-        b = std::move(r).value();
-      } else {
-        st = r.status();
+    // Waits with the GIL released in slices of 100 ms, looking at Python's signals between
+    // them, so Ctrl-C raises KeyboardInterrupt even while a read hangs.
+    for (;;) {
+      bool timed_out = false;
+      {
+        pyb::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(mu_);
+        Result<BatchPtr> r = p_->NextWithin(100'000'000, &timed_out);
+        if (!r.ok()) {
+          st = r.status();
+        } else if (!timed_out) {
+          b = std::move(r).value();
+        }
       }
+      if (!timed_out) break;
+      if (PyErr_CheckSignals() != 0) throw pyb::error_already_set();
     }
     if (!st.ok()) {
       if (IsEndOfStream(st)) return pyb::none();

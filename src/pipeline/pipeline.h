@@ -127,8 +127,20 @@ class Pipeline {
   virtual Status ResumeEpoch(int epoch, uint64_t consumed) = 0;
   // The next batch, in order; kOutOfRange at the end of the epoch; on a failing sample
   // with ErrorPolicy::kFail, the error (naming file and member) after all earlier batches.
-  virtual Result<BatchPtr> Next() = 0;
-  // Stops every worker thread (also done by the destructor). Idempotent.
+  Result<BatchPtr> Next() {
+    bool timed_out = false;
+    return NextWithin(-1, &timed_out);
+  }
+  // As Next(), but returns after at most max_wait_ns of real time (-1: no limit) with a
+  // null batch and *timed_out = true when none was ready; the next call continues the same
+  // wait (the stall watchdog and the consumer's wait time count it as one). For callers that
+  // must look at something between waits, such as Python's Ctrl-C.
+  virtual Result<BatchPtr> NextWithin(int64_t max_wait_ns, bool* timed_out) = 0;
+  // Stops every worker thread (also done by the destructor). Idempotent and prompt: a
+  // worker still blocked in a read a second after the stop (a hung mount) is detached, keeps
+  // what it uses alive until its read returns, and then exits without touching any batch;
+  // the pipeline then refuses StartEpoch (a warning in Stats() names the blocked read).
+  // The Env the dataset reads through must outlive such a read (Env::Default() does).
   virtual void Stop() = 0;
 
   virtual uint64_t batches_per_epoch() const = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ struct PipelineStats {
   bool autotune = false;
   RankInfo rank;
   PipelineCacheStats cache;
+  // What the data source itself reports (Dataset::notes() and counters()): "shard read
+  // sequentially", gzip stream restarts, a stream's lag, a cache's hits. JSON: "source".
+  std::vector<std::string> source_notes;
+  std::map<std::string, double> source_counters;
 };
 
 }  // namespace stoker

@@ -65,6 +65,12 @@ std::string StatsToJson(const PipelineStats& st, const StatsRunInfo* run, int in
                   {"occupancy_bytes", c.occupancy_bytes},
                   {"max_occupancy_bytes", c.max_occupancy_bytes}};
   }
+  if (!st.source_notes.empty() || !st.source_counters.empty()) {
+    auto& src = j["source"] = json::object();
+    src["notes"] = st.source_notes;
+    src["counters"] = json::object();
+    for (const auto& [k, v] : st.source_counters) src["counters"][k] = v;
+  }
   if (run) {
     j["data"] = run->data;
     if (run->epochs > 0) j["epochs"] = run->epochs;
@@ -264,6 +270,23 @@ Result<PipelineStats> StatsFromJson(std::string_view text, const std::string& na
     g.Num("stall_s", &c.stall_s);
     g.Int64("occupancy_bytes", &c.occupancy_bytes);
     g.Int64("max_occupancy_bytes", &c.max_occupancy_bytes);
+  }
+  if (auto it = o->find("source"); it != o->end() && !it->is_null()) {
+    if (!it->is_object())
+      return InvalidArgument("{}: \"source\" must be an object, got {}", name, it->type_name());
+    Fields g(*it, name, "source.", &err);
+    g.Strings("notes", &st.source_notes);
+    if (auto c = it->find("counters"); c != it->end() && !c->is_null()) {
+      if (!c->is_object())
+        return InvalidArgument("{}: source.\"counters\" must be an object, got {}", name,
+                               c->type_name());
+      for (const auto& [k, v] : c->items()) {
+        if (!v.is_number())
+          return InvalidArgument("{}: source.counters.\"{}\" must be a number, got {}", name, k,
+                                 v.type_name());
+        st.source_counters[k] = v.get<double>();
+      }
+    }
   }
   if (run) {
     f.Str("data", &run->data);
