@@ -658,6 +658,40 @@ std::optional<Finding> GpuPreprocessOffload(const Analysis& a, const GpuLogRepor
   return f;
 }
 
+// A run whose reads went mostly to the source although it had a node-wide cache: a cold
+// epoch (the cache filling) or a cache too small to hold what the epoch reads.
+std::optional<Finding> CacheCold(const Analysis& a, const GpuLogReport*) {
+  const auto& p = *a.rep->pipeline;
+  if (!p.cache || p.cache_hit_rate >= 0.5) return std::nullopt;
+  const double total = static_cast<double>(p.cache_fetched_bytes + p.cache_stream_bytes);
+  if (total <= 0) return std::nullopt;
+  Finding f;
+  f.id = "cache.cold";
+  const bool too_small = p.cache_stream_bytes > p.cache_fetched_bytes;
+  f.severity = p.consumer_wait_frac >= a.th->input_verdict ? "medium" : "info";
+  f.title = too_small ? "The node-wide cache is too small for what the epoch reads"
+                      : "A cold-cache epoch: this run filled the node-wide cache";
+  f.evidence = fmt::format(
+      "{} of the bytes came from the cache; {:.1f} MB were fetched into it and {:.1f} MB read "
+      "through uncached; readers waited {:.2f} s for fetches{}; {} evictions; the consumer waits "
+      "{} of the time.",
+      Pct(p.cache_hit_rate), p.cache_fetched_bytes / 1e6, p.cache_stream_bytes / 1e6,
+      p.cache_stall_s, p.wall_s > 0 ? fmt::format(" in {:.1f} s", p.wall_s) : std::string(),
+      p.cache_evictions, Pct(p.consumer_wait_frac));
+  if (too_small) {
+    f.fix = fmt::format(
+        "Files that do not fit stream through from the source every epoch: raise cache_limit "
+        "(now {:.1f} GB) to the dataset's size, or convert to smaller shards so more of them "
+        "fit (the cache holds whole files).",
+        p.cache_limit_bytes / 1e9);
+  } else {
+    f.fix = "Expected on the first epoch: later epochs read from the cache. Judge the pipeline "
+            "on a warm epoch; to keep the first one fed, raise read parallelism or pre-warm "
+            "the cache (one `stoker bench pipeline --decode raw --cache-dir ...` pass).";
+  }
+  return f;
+}
+
 std::optional<Finding> PipelineStage(const Analysis& a, const GpuLogReport* log) {
   const Thresholds& th = *a.th;
   const auto& p = *a.rep->pipeline;
@@ -871,6 +905,10 @@ const std::vector<Rule>& Rules() {
      "log or the trace",
      "the pipeline's rate up to the step's demand", "stoker offload model (gpu_decode=auto)",
      &GpuPreprocessOffload},
+    {"cache.cold", RuleScope::kPipeline,
+     "cache_dir set and under half the bytes read came from the cache (too small when more "
+     "streamed through than was fetched); medium when the consumer waits >= {input_verdict}",
+     "", "stoker (cache hit rate, bytes fetched and streamed)", &CacheCold},
     // After the verdict.
     {"compute.bound", RuleScope::kVerdict, "the compute_bound verdict on a trace", "",
      "stoker", &ComputeBound},

@@ -387,6 +387,19 @@ std::vector<OptionSpec> MakeRows() {
                      "OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE, else the stoker "
                      "pipelines alive on the node)"));
 
+  // cache
+  r.push_back(StrRow("cache_dir", "cache", STOKER_FIELD(cache_dir),
+                     "node-wide local cache (NVMe or RAM disk) of the dataset's files: fetched "
+                     "ahead in the epoch's order, shared by the ranks of the node, evicted by "
+                     "next use (docs/cache.md); empty = off"));
+  {
+    OptionSpec s = IntRow("cache_limit", "cache", STOKER_FIELD(cache_limit), 1, 9.2e18,
+                          "bytes the cache may hold (a number, or 200G, 512MiB)",
+                          "80 % of the space free on cache_dir's file system");
+    s.type = OptionType::kBytes;
+    r.push_back(std::move(s));
+  }
+
   // errors
   r.push_back(EnumRow<ErrorPolicy>("on_error", "errors", STOKER_FIELD(on_error),
                                    {{"fail", ErrorPolicy::kFail}, {"skip", ErrorPolicy::kSkip}},

@@ -90,6 +90,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"prefetch", OptionValue::Int(5)},
               {"memory_budget", OptionValue::String("1.5GB")},
               {"cpu_budget", OptionValue::Int(2)},
+              {"cache_dir", OptionValue::String("/tmp/c")},
+              {"cache_limit", OptionValue::String("2GB")},
               {"on_error", OptionValue::String("skip")},
               {"skip_bad_shards", OptionValue::Bool(false)},
               {"stall_timeout", OptionValue::Double(12.5)},
@@ -103,6 +105,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   ASSERT_TRUE(r.ok()) << Error(r.status());
   const PipelineOptions& o = *r;
   EXPECT_EQ(o.data, "d");
+  EXPECT_EQ(o.cache_dir, "/tmp/c");
+  EXPECT_EQ(o.cache_limit, 2000000000);
   EXPECT_EQ(o.mode, DecodeMode::kVal);
   EXPECT_EQ(o.image_size, 96);
   EXPECT_EQ(o.val_resize, 110);
@@ -141,6 +145,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
     auto back = Row(name).get(o);
     if (name == "memory_budget") {
       EXPECT_EQ(back, OptionValue::Int(1500000000));
+    } else if (name == "cache_limit") {
+      EXPECT_EQ(back, OptionValue::Int(2000000000));
     } else if (value.kind == OptionValue::Kind::kList) {
       ASSERT_EQ(back.list.size(), value.list.size()) << name;
       for (size_t i = 0; i < value.list.size(); ++i)

@@ -40,6 +40,7 @@
 #include "pipeline/autotune.h"
 #include "pipeline/batch_assembler.h"
 #include "pipeline/batch_pool.h"
+#include "pipeline/cache_plan.h"
 #include "pipeline/node_share.h"
 #include "pipeline/observe.h"
 #include "pipeline/options_schema.h"
@@ -116,6 +117,7 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
 
   PipelineOptions opts_;
   Clock* clock_ = nullptr;
+  std::unique_ptr<CacheEnv> cache_;  // cache_dir: in front of the dataset's Env (outlives ds_)
   std::unique_ptr<Dataset> ds_;
   EpochPlanOptions plan_;
   RankInfo rank_;
@@ -208,6 +210,9 @@ Status PipelineImpl::Init() {
   // Ranges and choices from the options table, with messages naming the option.
   STOKER_RETURN_IF_ERROR(ValidatePipelineOptions(opts_));
   STOKER_ASSIGN_OR_RETURN(rank_, ResolveRank(opts_.rank, opts_.world_size));
+  STOKER_ASSIGN_OR_RETURN(
+      cache_, OpenPipelineCache(opts_, opts_.dataset.env ? opts_.dataset.env : Env::Default()));
+  if (cache_) opts_.dataset.env = cache_.get();
   STOKER_ASSIGN_OR_RETURN(ds_, OpenDataset(opts_.data, opts_.dataset));
   plan_.shuffle = opts_.shuffle;
   plan_.global_shuffle = ds_->random_access_is_cheap();
@@ -337,6 +342,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
                                 : (per + opts_.batch_size - 1) / opts_.batch_size;
   if (opts_.drop_last) per = nb * opts_.batch_size;
   order_.resize(per);
+  if (cache_) cache_->SetPlan(CachePlanFromOrder(*ds_, order_));
   epoch_ = epoch;
   pass_consumed_ = consumed;
   pass_samples_ = per;
@@ -740,6 +746,7 @@ PipelineStats PipelineImpl::Stats() const {
   st.buffer_bytes = pool_ ? pool_->allocated_bytes() : 0;
   st.autotune = autotune_;
   st.rank = rank_;
+  if (cache_) st.cache = CacheStatsOf(*cache_);
   st.source_notes = ds_->notes();
   st.source_counters = ds_->counters();
   MutexLock l(&stats_mu_);

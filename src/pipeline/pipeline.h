@@ -74,6 +74,10 @@ struct PipelineOptions {
   int64_t memory_budget = 0;        // bytes for batch and sample buffers; 0 = auto
   int cpu_budget = 0;               // cores the pipeline may use; 0 = all available
 
+  // Node-wide local cache of the dataset's files (io/cache_env.h, docs/cache.md): "" = off.
+  std::string cache_dir;
+  int64_t cache_limit = 0;          // bytes; 0 = auto (80 % of the free space there)
+
   ErrorPolicy on_error = ErrorPolicy::kFail;
   // Stall watchdog: when Next() has waited this long with no batch produced, it fails with
   // kDeadlineExceeded (kWarn: reports through `log` and Stats().warnings, keeps waiting),
