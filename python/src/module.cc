@@ -12,8 +12,10 @@
 #include <mutex>
 #include <string>
 
+#include "device.h"
 #include "batch.h"
 #include "cuda_host.h"
+#include "delta_binding.h"
 #include "errors.h"
 #include "options.h"
 #include "tokens.h"
@@ -86,15 +88,22 @@ class PyPipeline {
     ArrayKind k = ParseKind(kind);
     BatchPtr b;
     Status st;
-    {
-      pyb::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lock(mu_);
-      Result<BatchPtr> r = p_->Next();
-      if (r.ok()) {
-        b = std::move(r).value();
-      } else {
-        st = r.status();
+    // Waits with the GIL released in slices of 100 ms, looking at Python's signals between
+    // them, so Ctrl-C raises KeyboardInterrupt even while a read hangs.
+    for (;;) {
+      bool timed_out = false;
+      {
+        pyb::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(mu_);
+        Result<BatchPtr> r = p_->NextWithin(100'000'000, &timed_out);
+        if (!r.ok()) {
+          st = r.status();
+        } else if (!timed_out) {
+          b = std::move(r).value();
+        }
       }
+      if (!timed_out) break;
+      if (PyErr_CheckSignals() != 0) throw pyb::error_already_set();
     }
     if (!st.ok()) {
       if (IsEndOfStream(st)) return pyb::none();
@@ -119,6 +128,7 @@ class PyPipeline {
   uint64_t dataset_size() const { return p_->dataset().size(); }
   std::string format() const { return p_->dataset().format(); }
   bool pinned() const { return pinned_; }
+  pyb::object delta() const { return DeltaInfo(p_->dataset()); }
   pyb::dict Stats() const { return StatsToDict(p_->Stats()); }
   pyb::dict Rank() const { return RankToDict(p_->Stats().rank); }
 
@@ -233,6 +243,7 @@ PYBIND11_MODULE(_stoker, m) {
   m.doc() = "stoker's C++ engine (use the `stoker` package, not this module directly)";
   RegisterErrors(m);
   RegisterTokens(m);
+  RegisterDelta(m);
 
   pyb::class_<PyPipeline>(m, "Pipeline")
       .def(pyb::init<const pyb::dict&>(), "options"_a)
@@ -251,13 +262,15 @@ PYBIND11_MODULE(_stoker, m) {
       .def_property_readonly("samples_per_epoch", &PyPipeline::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyPipeline::dataset_size)
       .def_property_readonly("format", &PyPipeline::format)
-      .def_property_readonly("pinned", &PyPipeline::pinned);
+      .def_property_readonly("pinned", &PyPipeline::pinned)
+      .def_property_readonly("delta", &PyPipeline::delta);
 
   m.def("resolve_rank", [](int rank, int world_size) {
     return RankToDict(ValueOrThrow(stoker::ResolveRank(rank, world_size)));
   }, "rank"_a = -1, "world_size"_a = -1);
   m.def("option_schema", &OptionSchema,
         "The pipeline options table (src/pipeline/options_schema.cc), one dict per option.");
+  RegisterDevicePipeline(m);
   m.def("set_cuda_runtime_candidates", &SetCudaRuntimeCandidates, "candidates"_a);
   m.def("cuda_runtime_path", &CudaRuntimePath);
   m.def("pinned_memory_status", []() {
