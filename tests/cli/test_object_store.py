@@ -125,8 +125,10 @@ def test_every_format_reads_from_s3_as_from_disk(datasets, s3, tmp_path, fmt):
     local, uploaded = datasets
     if fmt not in local:
         pytest.skip(f"{fmt} writer unavailable in this build")
-    want = _dump(f"{fmt}:{local[fmt]}", tmp_path, s3["env"])
-    got = _dump(f"{fmt}:{uploaded[fmt]}", tmp_path, s3["env"])
+    # parquet takes a file, not a directory (its writer wrote one file)
+    tail = "/train-%03d.parquet" if fmt == "parquet" else ""  # one file, named as given
+    want = _dump(f"{fmt}:{local[fmt]}{tail}", tmp_path, s3["env"])
+    got = _dump(f"{fmt}:{uploaded[fmt]}{tail}", tmp_path, s3["env"])
     assert len(want) == 96
     assert _key_fields(got) == _key_fields(want)
 
