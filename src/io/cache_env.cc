@@ -631,7 +631,6 @@ struct CacheEnv::Impl {
     f.outcome = FetchOutcome::kReady;
     MutexLock l(&mu);
     c.fetches++;
-    c.fetched_bytes += f.size;
     return f;
   }
 
@@ -658,6 +657,7 @@ struct CacheEnv::Impl {
       {
         MutexLock l(&mu);
         EntryFor(path).upto = off;  // readers of [0, off) may go ahead
+        c.fetched_bytes += got;
         cv.SignalAll();
       }
     }
