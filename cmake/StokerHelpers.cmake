@@ -66,4 +66,15 @@ function(stoker_optional_deps target)
     message(STATUS "stoker: pyarrow C++ libraries not found via '${STOKER_PYTHON}', "
                    "format 'parquet' unavailable (pip install pyarrow into .venv and reconfigure)")
   endif()
+
+  # --- simdjson (Debian libsimdjson-dev): the Delta Lake log's JSON commits
+  #     (formats/delta_log.cc); without it the format 'delta' is unavailable.
+  find_package(simdjson QUIET)
+  if(simdjson_FOUND)
+    target_link_libraries(${target} PUBLIC simdjson::simdjson)
+    target_compile_definitions(${target} PUBLIC STOKER_HAVE_SIMDJSON=1)
+    message(STATUS "stoker: simdjson ${simdjson_VERSION} found (Delta Lake logs)")
+  else()
+    message(STATUS "stoker: simdjson not found, format 'delta' unavailable")
+  endif()
 endfunction()

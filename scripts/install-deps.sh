@@ -71,10 +71,29 @@ fi
   echo "[deps] installing PyPI package: megatron-core (--no-deps)"
   "$VENV/bin/pip" install -q --no-deps megatron-core
 }
+# Delta Lake tables for the delta tests and bench/delta (deltalake writes them; delta-rs is
+# Rust, it needs no pyarrow upgrade) and Ray for stoker.ray, its tests and bench/ray. Both
+# pinned with pyarrow<21 and numpy<2 so pip keeps the versions the C++ headers and Debian's
+# torch were built with.
+"$VENV/bin/python" -c "import deltalake" 2>/dev/null || {
+  echo "[deps] installing PyPI package: deltalake"
+  "$VENV/bin/pip" install -q deltalake "pyarrow<21" "numpy<2"
+}
+"$VENV/bin/python" -c "import ray.data" 2>/dev/null || {
+  echo "[deps] installing PyPI package: ray[data]"
+  "$VENV/bin/pip" install -q "ray[data]" "pyarrow<21" "numpy<2" "pandas<3"
+}
 # Debian's torch 1.13 is built against NumPy 1.x: NumPy 2 in the venv breaks tensor.numpy()
 # and every extension built with Debian's pybind11 2.10. Keep (or put back) NumPy < 2.
 "$VENV/bin/python" -c "import numpy, sys; sys.exit(int(numpy.__version__.split('.')[0]) >= 2)" || {
   echo "[deps] NumPy 2 found in $VENV: installing numpy<2 (Debian's torch needs 1.x)"
   "$VENV/bin/pip" install -q "numpy<2"
 }
+# Optional (STOKER_INSTALL_CUDA=1): ptxas from the nvidia-cuda-nvcc-cu12 wheel, into a cache
+# outside the venv, so the build also assembles the GPU kernel's PTX for sm_90 as a check
+# (CMakeLists.txt, STOKER_CUDA). The kernel itself builds without it (clang's NVPTX target).
+if [ "${STOKER_INSTALL_CUDA:-0}" = 1 ] && [ ! -x "$HOME/.cache/stoker-cuda/nvidia/cuda_nvcc/bin/ptxas" ]; then
+  echo "[deps] installing ptxas (nvidia-cuda-nvcc-cu12) into $HOME/.cache/stoker-cuda"
+  "$VENV/bin/pip" install -q --target "$HOME/.cache/stoker-cuda" nvidia-cuda-nvcc-cu12
+fi
 echo "[deps] ok"

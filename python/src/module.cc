@@ -12,8 +12,10 @@
 #include <mutex>
 #include <string>
 
+#include "device.h"
 #include "batch.h"
 #include "cuda_host.h"
+#include "delta_binding.h"
 #include "errors.h"
 #include "options.h"
 #include "tokens.h"
@@ -126,6 +128,7 @@ class PyPipeline {
   uint64_t dataset_size() const { return p_->dataset().size(); }
   std::string format() const { return p_->dataset().format(); }
   bool pinned() const { return pinned_; }
+  pyb::object delta() const { return DeltaInfo(p_->dataset()); }
   pyb::dict Stats() const { return StatsToDict(p_->Stats()); }
   pyb::dict Rank() const { return RankToDict(p_->Stats().rank); }
 
@@ -240,6 +243,7 @@ PYBIND11_MODULE(_stoker, m) {
   m.doc() = "stoker's C++ engine (use the `stoker` package, not this module directly)";
   RegisterErrors(m);
   RegisterTokens(m);
+  RegisterDelta(m);
 
   pyb::class_<PyPipeline>(m, "Pipeline")
       .def(pyb::init<const pyb::dict&>(), "options"_a)
@@ -258,13 +262,15 @@ PYBIND11_MODULE(_stoker, m) {
       .def_property_readonly("samples_per_epoch", &PyPipeline::samples_per_epoch)
       .def_property_readonly("dataset_size", &PyPipeline::dataset_size)
       .def_property_readonly("format", &PyPipeline::format)
-      .def_property_readonly("pinned", &PyPipeline::pinned);
+      .def_property_readonly("pinned", &PyPipeline::pinned)
+      .def_property_readonly("delta", &PyPipeline::delta);
 
   m.def("resolve_rank", [](int rank, int world_size) {
     return RankToDict(ValueOrThrow(stoker::ResolveRank(rank, world_size)));
   }, "rank"_a = -1, "world_size"_a = -1);
   m.def("option_schema", &OptionSchema,
         "The pipeline options table (src/pipeline/options_schema.cc), one dict per option.");
+  RegisterDevicePipeline(m);
   m.def("set_cuda_runtime_candidates", &SetCudaRuntimeCandidates, "candidates"_a);
   m.def("cuda_runtime_path", &CudaRuntimePath);
   m.def("pinned_memory_status", []() {

@@ -10,6 +10,7 @@ void RegisterBuiltinFormats() {
   RegisterLmdbFormat();
   RegisterHdf5Format();
   RegisterParquetFormat();
+  RegisterDeltaFormat();
 #endif
 }
 

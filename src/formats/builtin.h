@@ -10,6 +10,7 @@ void RegisterTFRecordFormat();
 void RegisterLmdbFormat();
 void RegisterHdf5Format();
 void RegisterParquetFormat();
+void RegisterDeltaFormat();
 void RegisterBuiltinFormats();
 
 }  // namespace stoker

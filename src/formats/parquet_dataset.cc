@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "formats/arrow_io.h"
 #include "formats/builtin.h"
 #include "formats/unavailable.h"
 #include "formats/parquet_thrift.h"
@@ -29,70 +30,6 @@ namespace stoker {
 bool ParquetAvailable() { return true; }
 
 namespace {
-
-// The one boundary with Arrow's throwing API. Parquet's C++ readers and writers report
-// malformed files and failed writes by throwing (parquet::ParquetException, std::exception);
-// every call into them runs inside CatchArrow, which turns a throw into a Status with
-// `code` and `context`. stoker's own code in this file never throws.
-template <typename F>
-Status CatchArrow(StatusCode code, const std::string& context, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return Status(code, fmt::format("{}: {}", context, e.what()));
-  } catch (...) {
-    return Status(code, fmt::format("{}: unknown exception from Arrow", context));
-  }
-}
-
-// arrow::io view of a stoker RandomAccessFile (so Parquet reads go through Env).
-class EnvArrowFile final : public arrow::io::RandomAccessFile {
- public:
-  explicit EnvArrowFile(std::unique_ptr<stoker::RandomAccessFile> f) : f_(std::move(f)) {}
-  arrow::Status Close() override {
-    closed_ = true;
-    return arrow::Status::OK();
-  }
-  bool closed() const override { return closed_; }
-  arrow::Result<int64_t> Tell() const override { return pos_; }
-  arrow::Status Seek(int64_t p) override {
-    pos_ = p;
-    return arrow::Status::OK();
-  }
-  arrow::Result<int64_t> GetSize() override { return static_cast<int64_t>(f_->size()); }
-  arrow::Result<int64_t> ReadAt(int64_t position, int64_t nbytes, void* out) override {
-    if (position < 0 || nbytes < 0) return arrow::Status::Invalid("negative read");
-    auto r = f_->ReadAt(static_cast<uint64_t>(position), static_cast<size_t>(nbytes),
-                        static_cast<uint8_t*>(out));
-    if (!r.ok()) return arrow::Status::IOError(r.status().message());
-    return static_cast<int64_t>(*r);
-  }
-  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(int64_t position,
-                                                       int64_t nbytes) override {
-    int64_t size = static_cast<int64_t>(f_->size());
-    if (position > size) position = size;
-    nbytes = std::min(nbytes, size - position);
-    ARROW_ASSIGN_OR_RAISE(auto buf, arrow::AllocateResizableBuffer(nbytes));
-    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(position, nbytes, buf->mutable_data()));
-    ARROW_RETURN_NOT_OK(buf->Resize(n));
-    return std::shared_ptr<arrow::Buffer>(std::move(buf));
-  }
-  arrow::Result<int64_t> Read(int64_t nbytes, void* out) override {
-    ARROW_ASSIGN_OR_RAISE(int64_t n, ReadAt(pos_, nbytes, out));
-    pos_ += n;
-    return n;
-  }
-  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(int64_t nbytes) override {
-    ARROW_ASSIGN_OR_RAISE(auto b, ReadAt(pos_, nbytes));
-    pos_ += b->size();
-    return b;
-  }
-
- private:
-  std::unique_ptr<stoker::RandomAccessFile> f_;
-  int64_t pos_ = 0;
-  bool closed_ = false;
-};
 
 class EnvArrowSink final : public arrow::io::OutputStream {
  public:
@@ -268,11 +205,14 @@ struct PageValues {
 
 class ParquetDataset final : public Dataset {
  public:
-  static Result<std::unique_ptr<ParquetDataset>> Open(const std::string& path,
-                                                      const DatasetOptions& opts) {
+  static Result<std::unique_ptr<ParquetDataset>> Open(
+      const std::string& path, const DatasetOptions& opts,
+      const std::vector<std::string>* columns = nullptr) {
     Env* env = opts.env ? opts.env : Env::Default();
     std::unique_ptr<ParquetDataset> ds(new ParquetDataset());
     ds->path_ = path;
+    if (columns) ds->only_ = *columns;
+    ds->select_ = columns != nullptr;
     STOKER_ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
     ds->file_ = std::make_shared<EnvArrowFile>(std::move(file));
     auto raw = env->NewRandomAccessFile(path);
@@ -348,6 +288,7 @@ class ParquetDataset final : public Dataset {
     for (int c = 0; c < schema->num_columns(); ++c) {
       const parquet::ColumnDescriptor* d = schema->Column(c);
       std::string name = d->path()->ToDotString();
+      if (select_ && std::find(only_.begin(), only_.end(), name) == only_.end()) continue;
       if (d->max_repetition_level() > 0 || name.find('.') != std::string::npos) {
         skipped_.push_back(fmt::format("{}: column '{}' is nested or repeated; skipped", path_, name));
         continue;
@@ -381,7 +322,7 @@ class ParquetDataset final : public Dataset {
     }
     bool has_field = std::any_of(cols_.begin(), cols_.end(),
                                  [](const Col& c) { return c.role == Role::kField; });
-    if (!has_field)
+    if (!has_field && !select_)
       return Corrupt("{}: no readable field columns (expected e.g. 'key', 'label', 'jpg')", path_);
     uint64_t total = 0;
     for (int rg = 0; rg < md->num_row_groups(); ++rg) {
@@ -780,6 +721,8 @@ class ParquetDataset final : public Dataset {
   uint64_t n_ = 0;
   std::vector<ShardInfo> shards_;
   std::vector<std::string> skipped_;
+  bool select_ = false;            // only the columns named in only_
+  std::vector<std::string> only_;
 
   std::unique_ptr<stoker::RandomAccessFile> raw_;  // direct page reads
   bool direct_ = false;
@@ -957,6 +900,12 @@ Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
   return std::unique_ptr<Dataset>(std::move(ds));
 }
 
+Result<std::unique_ptr<Dataset>> OpenParquetDatasetColumns(
+    const std::string& path, const DatasetOptions& opts, const std::vector<std::string>& columns) {
+  STOKER_ASSIGN_OR_RETURN(auto ds, ParquetDataset::Open(path, opts, &columns));
+  return std::unique_ptr<Dataset>(std::move(ds));
+}
+
 Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,
                                                          const WriterOptions& opts) {
   return ParquetWriter::Open(path, opts);
@@ -976,6 +925,11 @@ constexpr MissingLibrary kMissingParquet = {"parquet", "Apache Parquet",
 bool ParquetAvailable() { return false; }
 Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
                                                     const DatasetOptions&) {
+  return FormatUnavailable(kMissingParquet, path);
+}
+Result<std::unique_ptr<Dataset>> OpenParquetDatasetColumns(const std::string& path,
+                                                           const DatasetOptions&,
+                                                           const std::vector<std::string>&) {
   return FormatUnavailable(kMissingParquet, path);
 }
 Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,

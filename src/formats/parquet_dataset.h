@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "formats/dataset.h"
 #include "formats/writer.h"
@@ -29,6 +30,12 @@ namespace stoker {
 bool ParquetAvailable();
 Result<std::unique_ptr<Dataset>> OpenParquetDataset(const std::string& path,
                                                     const DatasetOptions& opts);
+// Reads only the columns named in `columns` ("key" and "label" only when named); names the
+// file lacks are ignored, and a selection may leave no field column. For readers whose
+// data files are Parquet (Delta Lake: column selection, partition columns kept apart).
+Result<std::unique_ptr<Dataset>> OpenParquetDatasetColumns(const std::string& path,
+                                                           const DatasetOptions& opts,
+                                                           const std::vector<std::string>& columns);
 Result<std::unique_ptr<DatasetWriter>> OpenParquetWriter(const std::string& path,
                                                          const WriterOptions& opts);
 // Pages of `ds` (a Parquet dataset) read so far by direct page reads; -1 if `ds` is not a

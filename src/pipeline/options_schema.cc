@@ -425,6 +425,22 @@ std::vector<OptionSpec> MakeRows() {
                                    "a stall: fail (raise StallError naming the stage, sample and "
                                    "file of each busy worker) or warn (report it, keep waiting)"));
 
+  // the GPU path (docs/gpu.md)
+  r.push_back(EnumRow<ComputeDevice>(
+      "device", "gpu", STOKER_FIELD(device),
+      {{"cpu", ComputeDevice::kCpu}, {"cuda", ComputeDevice::kCuda}},
+      "where batches are delivered: cpu (host memory) or cuda (device memory; Python's "
+      "device= also takes cuda:N or a torch.device)"));
+  r.push_back(EnumRow<GpuDecode>(
+      "gpu_decode", "gpu", STOKER_FIELD(gpu_decode),
+      {{"auto", GpuDecode::kAuto}, {"on", GpuDecode::kOn}, {"off", GpuDecode::kOff}},
+      "device=cuda: decode JPEGs and augment on the GPU (nvJPEG + one fused kernel; "
+      "per-image CPU fallback). auto: only when measurements say the CPU path cannot feed "
+      "the step and the GPU has headroom; off: the CPU path and a copy"));
+  r.push_back(IntRow("gpu_hybrid_threshold", "gpu", STOKER_FIELD(gpu_hybrid_threshold), 0, 9.2e18,
+                     "GPU decode: images with more pixels than this run their Huffman stage on "
+                     "the GPU, smaller ones on a CPU thread (DALI's hybrid_huffman_threshold)"));
+
   PipelineOptions defaults;
   for (auto& s : r) {
     if (s.required) s.default_text = "";

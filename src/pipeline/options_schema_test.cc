@@ -95,7 +95,10 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"on_error", OptionValue::String("skip")},
               {"skip_bad_shards", OptionValue::Bool(false)},
               {"stall_timeout", OptionValue::Double(12.5)},
-              {"on_stall", OptionValue::String("warn")}};
+              {"on_stall", OptionValue::String("warn")},
+              {"device", OptionValue::String("cuda")},
+              {"gpu_decode", OptionValue::String("on")},
+              {"gpu_hybrid_threshold", OptionValue::Int(4096)}};
   // The list covers the table: a new row must be added here too.
   ASSERT_EQ(v.size(), PipelineOptionSchema().size());
   auto r = OptionsFromValues(v);
@@ -117,6 +120,9 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   EXPECT_FALSE(o.region_decode);
   EXPECT_DOUBLE_EQ(o.stall_timeout_s, 12.5);
   EXPECT_EQ(o.on_stall, StallAction::kWarn);
+  EXPECT_EQ(o.device, ComputeDevice::kCuda);
+  EXPECT_EQ(o.gpu_decode, GpuDecode::kOn);
+  EXPECT_EQ(o.gpu_hybrid_threshold, 4096);
   EXPECT_TRUE(o.exif_orientation);
   EXPECT_EQ(o.raw_field, "cls");
   EXPECT_EQ(o.batch_size, 7);

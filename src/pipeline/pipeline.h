@@ -32,6 +32,8 @@ namespace stoker {
 enum class ErrorPolicy { kFail, kSkip };
 enum class RankBalance { kPad, kDrop };  // equalize per-rank sample counts
 enum class StallAction { kFail, kWarn };
+enum class ComputeDevice { kCpu, kCuda };
+enum class GpuDecode { kAuto, kOn, kOff };  // decode + augment on the GPU (docs/gpu.md)
 enum class DecodeMode {
   kTrain,  // RandomResizedCrop(image_size) + random horizontal flip + normalize
   kVal,    // Resize(val_resize) + CenterCrop(image_size) + normalize
@@ -86,6 +88,12 @@ struct PipelineOptions {
   // its threads, so it must be thread-safe. The library never prints.
   std::function<void(const std::string&)> log;
   Clock* clock = nullptr;           // default: real clock
+  // The GPU path (src/gpu/device_stage.h, docs/gpu.md): with device=cuda, JPEG decode and
+  // augmentation run on the GPU when gpu_decode is on, or when auto's measurements say it
+  // pays off; batches are then device memory. The CPU engine itself ignores these.
+  ComputeDevice device = ComputeDevice::kCpu;
+  GpuDecode gpu_decode = GpuDecode::kAuto;
+  int64_t gpu_hybrid_threshold = 1000 * 1000;  // pixels above which Huffman runs on the GPU
   HostAllocator* allocator = nullptr;  // batch buffers; default HostAllocator::Default()
 };
 

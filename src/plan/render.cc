@@ -132,6 +132,9 @@ std::string FormatReport(const PlanReport& r) {
                    Bytes(r.cache_bytes_for_target), 100 * in.target_hit_rate, Bytes(r.cache_bytes_all));
   o += fmt::format("GPU preprocessing {}: {}\n", r.gpu_decode_pays ? "pays" : "does not pay",
                    r.gpu_decode_reason);
+  if (!r.offload_verdict.empty())
+    o += fmt::format("  offload model (gpu_decode=auto, doctor): {}: {}\n", r.offload_verdict,
+                     r.offload_reason);
   for (const auto& n : r.notes) o += "note: " + n + "\n";
   o += fmt::format("(planned in {:.0f} ms)\n", r.compute_ms);
   return o;
@@ -185,6 +188,8 @@ std::string ReportJson(const PlanReport& r) {
   j["total_time_s"] = r.total_time_s;
   j["gpu_decode_pays"] = r.gpu_decode_pays;
   j["gpu_decode_reason"] = r.gpu_decode_reason;
+  j["offload_verdict"] = r.offload_verdict;
+  j["offload_reason"] = r.offload_reason;
   j["notes"] = r.notes;
   auto curve = [](const std::vector<CurvePoint>& c, const char* x, const char* y, const char* y2) {
     nlohmann::json a = nlohmann::json::array();
