@@ -15,7 +15,8 @@ under the cache: every read waits L ms; all reads of a process share one B MB/s 
 Occupancy is sampled from outside every 20 ms (apparent sizes of the cache's files).
 
   python3 bench/cache/run.py [--images 1200] [--shard 100] [--rounds 3] [--latency-ms 20]
-                             [--mbps 100] [--decode train] [--work /tmp/stoker-cache-bench]
+                             [--mbps 100] [--decode train] [--shuffle-buffer 200]
+                             [--work /tmp/stoker-cache-bench]
 """
 import argparse
 import json
@@ -68,7 +69,7 @@ class Sampler:
 def bench(a, data, tag, cache=None, limit=None, slow=True, rank=None, world=None):
     out = a.work / f"{tag}.json"
     cmd = [STOKER, "bench", "pipeline", "--data", data, "--decode", a.decode, "--batch", "32",
-           "--json", out]
+           "--shuffle-buffer", a.shuffle_buffer, "--json", out]
     if slow:
         cmd += ["--source-latency-ms", a.latency_ms, "--source-mbps", a.mbps]
     if cache:
@@ -96,6 +97,9 @@ def main():
     ap.add_argument("--latency-ms", type=float, default=20)
     ap.add_argument("--mbps", type=float, default=100)
     ap.add_argument("--decode", default="train")
+    # A few shards' worth, as in training (8192 samples over 1000-sample shards); the
+    # default 8192 would cover this small dataset whole and read every shard at once.
+    ap.add_argument("--shuffle-buffer", type=int, default=200)
     ap.add_argument("--work", default="/tmp/stoker-cache-bench")
     a = ap.parse_args()
     a.work = pathlib.Path(a.work)

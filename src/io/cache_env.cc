@@ -186,6 +186,10 @@ struct CacheEnv::Impl {
     uint64_t gen = 0;  // plan generation the kStream / kRemote decision belongs to
     uint64_t noroom_progress = kNever;  // kStream for want of room, at this position
     uint64_t touched_gen = kNever;      // plan generation of its last LRU stamp
+    // kFetching by this process: the .part being written and how many bytes of it are
+    // written, so reads of the written prefix need not wait for the whole file.
+    std::shared_ptr<LocalFd> part;
+    uint64_t upto = 0;
     std::shared_ptr<LocalFd> fd;
     uint64_t size = 0;
   };
@@ -219,6 +223,14 @@ struct CacheEnv::Impl {
   std::map<std::string, OtherPlan> other_plans GUARDED_BY(mu);  // by plan file path
   int plan_fd = -1;  // our published plan, flock'd shared while we live
   std::vector<std::thread> fetchers;
+  struct DemandThread {
+    std::thread t;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<DemandThread> demand_threads GUARDED_BY(mu);  // finished ones joined on the next
+  // Held by a look-ahead fetcher from picking a file until its room is reserved, so that
+  // room goes to files in plan order (a later file never takes the room of an earlier one).
+  std::mutex pick_mu;
 
   CacheCounters c GUARDED_BY(mu);
   std::atomic<uint64_t> hit_reads{0}, hit_bytes{0}, stream_reads{0}, stream_bytes{0},
@@ -536,8 +548,9 @@ struct CacheEnv::Impl {
 
   // Fetches `path` into the cache (or finds it fetched by another process). `block`: wait
   // for another process's fetch of it (a reader); else kBusy (the look-ahead moves on).
-  Fetched Fetch(const std::string& path, const std::string& key, uint64_t distance, bool block)
-      EXCLUDES(mu) {
+  // `order`: released once the room is reserved (the look-ahead's pick order).
+  Fetched Fetch(const std::string& path, const std::string& key, uint64_t distance, bool block,
+                std::unique_lock<std::mutex>* order = nullptr) EXCLUDES(mu) {
     Fetched f;
     FileLock entry_lock;
     FileLock::Result lr = entry_lock.Acquire(LockPath(key), block);
@@ -571,13 +584,25 @@ struct CacheEnv::Impl {
     }
     if (static_cast<int64_t>(src->size) > o.limit) return f;  // kStream: never fits
     int part_fd = Reserve(key, src->size, distance);
+    if (order && order->owns_lock()) order->unlock();
     if (part_fd < 0) {
       f.outcome = FetchOutcome::kNoRoom;
       return f;
     }
     std::string ep = EntryPath(key), part = ep + ".part";
+    {
+      int rfd = ::open(part.c_str(), O_RDONLY | O_CLOEXEC);
+      MutexLock l(&mu);
+      Entry& e = EntryFor(path);
+      e.upto = 0;
+      if (rfd >= 0) e.part = std::make_shared<LocalFd>(rfd);
+    }
     uint32_t crc = 0;
     Status st = Copy(path, src->size, part_fd, &f.size, &crc);
+    {
+      MutexLock l(&mu);
+      EntryFor(path).part.reset();
+    }
     ::close(part_fd);
     if (st.ok() && f.size != src->size)
       st = Corrupt("cache: {} changed while it was fetched ({} bytes, {} expected)", path, f.size,
@@ -606,7 +631,6 @@ struct CacheEnv::Impl {
     f.outcome = FetchOutcome::kReady;
     MutexLock l(&mu);
     c.fetches++;
-    c.fetched_bytes += f.size;
     return f;
   }
 
@@ -630,6 +654,12 @@ struct CacheEnv::Impl {
       if (!WriteAll(part_fd, buf.data(), got, off)) return Errno("write", path);
       crc = crc32(crc, buf.data(), static_cast<uInt>(got));
       off += got;
+      {
+        MutexLock l(&mu);
+        EntryFor(path).upto = off;  // readers of [0, off) may go ahead
+        c.fetched_bytes += got;
+        cv.SignalAll();
+      }
     }
     *copied = off;
     *crc_out = static_cast<uint32_t>(crc);
@@ -639,16 +669,17 @@ struct CacheEnv::Impl {
   // ---- the read path ------------------------------------------------------------------
   // The local entry for a read of `path` (fetching it first when it is wanted), or nullptr
   // to stream the read through.
-  Result<std::shared_ptr<LocalFd>> ForRead(const std::string& path) EXCLUDES(mu) {
+  // `end`: the read's end offset; a read inside the prefix of a file this process is
+  // fetching is served from the part written so far.
+  Result<std::shared_ptr<LocalFd>> ForRead(const std::string& path, uint64_t end) EXCLUDES(mu) {
     int64_t t0 = 0;
     std::string key;
     uint64_t distance = 0;
-    bool wanted = false;
     {
       MutexLock l(&mu);
       NoteRead(path);
-      Entry& e = EntryFor(path);
       for (;;) {
+        Entry& e = EntryFor(path);
         if (e.state == State::kReady) {
           if (t0) stall_ns += clock->NowNanos() - t0;
           if (e.touched_gen != plan_gen) {  // the LRU stamp: first read in this epoch
@@ -658,42 +689,63 @@ struct CacheEnv::Impl {
           return e.fd;
         }
         if (e.state == State::kStream && e.gen == plan_gen &&
-            (e.noroom_progress == kNever || e.noroom_progress == progress))
+            (e.noroom_progress == kNever || e.noroom_progress == progress)) {
+          if (t0) stall_ns += clock->NowNanos() - t0;
           return std::shared_ptr<LocalFd>();
-        if (e.state != State::kFetching) break;
+        }
+        if (e.state == State::kFetching) {
+          if (e.part && end <= e.upto) {
+            if (t0) stall_ns += clock->NowNanos() - t0;
+            return e.part;
+          }
+          if (!t0) t0 = clock->NowNanos();
+          cv.Wait(&mu);
+          continue;
+        }
+        key = e.key;
+        bool wanted = have_plan ? plan_index.count(path) > 0 : o.demand_fetch;
+        distance = OwnDistance(path);
+        if (distance == kNever) distance = 0;
+        e.state = State::kFetching;  // other readers of it wait for this one
+        inflight++;
+        if (!wanted) break;
+        // Fetched on a thread of its own, so that this read (and others) can go ahead as
+        // soon as the part they need is written.
         if (!t0) t0 = clock->NowNanos();
-        cv.Wait(&mu);
+        for (size_t i = 0; i < demand_threads.size();) {
+          if (demand_threads[i].done->load()) {
+            demand_threads[i].t.join();
+            demand_threads.erase(demand_threads.begin() + static_cast<long>(i));
+          } else {
+            ++i;
+          }
+        }
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        demand_threads.push_back({std::thread([this, path, key, distance, done] {
+          Fetched f = Fetch(path, key, distance, /*block=*/true);
+          MutexLock l2(&mu);
+          inflight--;
+          (void)Settle(path, f);
+          // A reader that found no room streams until the position moves (then tries again).
+          if (f.outcome == FetchOutcome::kNoRoom) {
+            Entry& e2 = EntryFor(path);
+            e2.state = State::kStream;
+            e2.gen = plan_gen;
+            e2.noroom_progress = progress;
+          }
+          done->store(true);
+        }), done});
       }
-      key = e.key;
-      wanted = have_plan ? plan_index.count(path) > 0 : o.demand_fetch;
-      distance = OwnDistance(path);
-      if (distance == kNever) distance = 0;
-      e.state = State::kFetching;  // other readers of it wait for this one
-      inflight++;
     }
+    // Not in the plan: read through, but use an entry that is already there.
     Fetched f;
-    if (wanted) {
-      if (!t0) t0 = clock->NowNanos();
-      f = Fetch(path, key, distance, /*block=*/true);
-    } else {
-      // Not in the plan: read through, but use an entry that is already there.
-      bool corrupt = false;
-      f.fd = TryOpenEntry(path, key, &corrupt);
-      f.outcome = f.fd ? FetchOutcome::kReady : FetchOutcome::kStream;
-      f.shared = f.fd != nullptr;
-    }
+    bool corrupt = false;
+    f.fd = TryOpenEntry(path, key, &corrupt);
+    f.outcome = f.fd ? FetchOutcome::kReady : FetchOutcome::kStream;
+    f.shared = f.fd != nullptr;
     MutexLock l(&mu);
     inflight--;
-    if (t0) stall_ns += clock->NowNanos() - t0;
-    auto r = Settle(path, f);
-    // A reader that found no room streams until the position moves (then tries again).
-    if (f.outcome == FetchOutcome::kNoRoom) {
-      Entry& e = EntryFor(path);
-      e.state = State::kStream;
-      e.gen = plan_gen;
-      e.noroom_progress = progress;
-    }
-    return r;
+    return Settle(path, f);
   }
 
   // Records a fetch's outcome on the path's entry.
@@ -760,6 +812,7 @@ struct CacheEnv::Impl {
     for (;;) {
       std::string path, key;
       uint64_t distance = 0;
+      std::unique_lock<std::mutex> order(pick_mu);
       {
         MutexLock l(&mu);
         long i = -1;
@@ -791,7 +844,8 @@ struct CacheEnv::Impl {
         distance = s.first > progress ? s.first - progress : 0;
         inflight++;
       }
-      Fetched f = Fetch(path, key, distance, /*block=*/false);
+      Fetched f = Fetch(path, key, distance, /*block=*/false, &order);
+      if (order.owns_lock()) order.unlock();
       MutexLock l(&mu);
       inflight--;
       if (f.outcome == FetchOutcome::kNoRoom) {
@@ -814,7 +868,7 @@ class CachedFile final : public RandomAccessFile {
   Result<size_t> ReadAt(uint64_t offset, size_t n, uint8_t* dst) const override {
     if (offset >= size_) return size_t{0};
     n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
-    STOKER_ASSIGN_OR_RETURN(auto local, impl_->ForRead(path_));
+    STOKER_ASSIGN_OR_RETURN(auto local, impl_->ForRead(path_, offset + n));
     if (local) {
       size_t done = 0;
       while (done < n) {
@@ -899,6 +953,12 @@ CacheEnv::~CacheEnv() {
   }
   for (auto& t : impl_->fetchers) t.join();
   impl_->fetchers.clear();
+  std::vector<Impl::DemandThread> demand;
+  {
+    MutexLock l(&impl_->mu);
+    demand.swap(impl_->demand_threads);
+  }
+  for (auto& d : demand) d.t.join();
   if (impl_->plan_fd >= 0) {
     ::unlink(impl_->plan_path.c_str());
     ::unlink(impl_->pos_path.c_str());

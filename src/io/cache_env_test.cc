@@ -140,6 +140,7 @@ TEST_F(CacheEnvTest, EvictsWhatIsNotNeededAgainFirst) {
   EXPECT_FALSE(fs::exists(EntryPath(1)));
   EXPECT_TRUE(fs::exists(EntryPath(2))) << "look-ahead did not fetch C once room was made";
   ReadAll(cache.get(), 2);
+    cache->WaitIdle();
   auto k = cache->counters();
   EXPECT_EQ(k.fetches, 3u);
   EXPECT_EQ(k.evictions, 1u);
@@ -171,6 +172,7 @@ TEST_F(CacheEnvTest, DemandFetchWithoutPlan) {
   {
     auto cache = Open(&src, 1 << 20, /*demand=*/true);
     ReadAll(cache.get(), 0);
+    cache->WaitIdle();
     EXPECT_TRUE(fs::exists(EntryPath(0)));
     EXPECT_FALSE(fs::exists(EntryPath(1)));
   }
@@ -186,7 +188,11 @@ TEST_F(CacheEnvTest, DemandFetchWithoutPlan) {
 TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {
   MakeFiles(1, 64 << 10);
   FaultInjectionEnv src;
-  { auto cache = Open(&src, 1 << 20, true); ReadAll(cache.get(), 0); }
+  {
+    auto cache = Open(&src, 1 << 20, true);
+    ReadAll(cache.get(), 0);
+    cache->WaitIdle();
+  }
   ASSERT_TRUE(fs::exists(EntryPath(0)));
   {
     // One flipped byte: the size matches, the CRC does not.
@@ -197,6 +203,7 @@ TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {
   {
     auto cache = Open(&src, 1 << 20, true);
     ReadAll(cache.get(), 0);
+    cache->WaitIdle();
     EXPECT_EQ(cache->counters().corrupt_entries, 1u);
     EXPECT_EQ(cache->counters().fetches, 1u);
   }
@@ -204,6 +211,7 @@ TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {
   {
     auto cache = Open(&src, 1 << 20, true);
     ReadAll(cache.get(), 0);
+    cache->WaitIdle();
     EXPECT_EQ(cache->counters().corrupt_entries, 1u);
   }
   // The source changes (new contents, new mtime): the entry no longer matches it.
@@ -213,8 +221,29 @@ TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {
   {
     auto cache = Open(&src, 1 << 20, true);
     ReadAll(cache.get(), 0);
+    cache->WaitIdle();
     EXPECT_EQ(cache->counters().fetches, 1u);
   }
+}
+
+// A read of the part of a file already fetched does not wait for the rest of it.
+TEST_F(CacheEnvTest, ReadsOfTheFetchedPrefixDoNotWaitForTheWholeFile) {
+  MakeFiles(1, 512 << 10);
+  FaultInjectionEnv slow;
+  FaultRule r;
+  r.path_contains = "f0.bin";
+  r.read_latency_us = 50000;  // 32 chunks of 16 KiB: 1.6 s for the whole file
+  slow.AddRule(r);
+  auto cache = Open(&slow, 8 << 20);
+  cache->SetPlan({{Src(0), 0, 0}});
+  auto f = cache->NewRandomAccessFile(Src(0));
+  ASSERT_TRUE(f.ok());
+  std::string got(4096, '\0');
+  ASSERT_TRUE((*f)->ReadExact(0, got.size(), reinterpret_cast<uint8_t*>(got.data())).ok());
+  EXPECT_EQ(got, contents_[0].substr(0, 4096));
+  EXPECT_FALSE(fs::exists(EntryPath(0))) << "the first 4 KiB waited for the whole file";
+  ReadAll(cache.get(), 0);
+  EXPECT_EQ(slow.bytes_read.load(), 512 << 10);
 }
 
 // A fetch killed with SIGKILL halfway never leaves an entry that looks complete, and the
@@ -256,6 +285,7 @@ TEST_F(CacheEnvTest, KillNineMidFetchLeavesNoCompleteEntry) {
   auto cache = Open(&src, 8 << 20);
   cache->SetPlan({{Src(0), 0, 0}});
   ReadAll(cache.get(), 0);
+  cache->WaitIdle();
   EXPECT_TRUE(fs::exists(EntryPath(0)));
   EXPECT_FALSE(fs::exists(part));
   EXPECT_EQ(cache->counters().fetches, 1u);
@@ -294,6 +324,7 @@ TEST_F(CacheEnvTest, ProcessesOfANodeShareOneCopy) {
         if (std::memcmp(buf.data(), contents_[static_cast<size_t>(i)].data(), kSize) != 0)
           ::_exit(4);
       }
+      (*c)->WaitIdle();
       std::ofstream(root_ / fmt::format("proc{}.txt", p))
           << slow.bytes_read.load() << " " << (*c)->counters().fetches << "\n";
       ::_exit(0);
