@@ -89,4 +89,11 @@ fi
   echo "[deps] NumPy 2 found in $VENV: installing numpy<2 (Debian's torch needs 1.x)"
   "$VENV/bin/pip" install -q "numpy<2"
 }
+# Optional (STOKER_INSTALL_CUDA=1): ptxas from the nvidia-cuda-nvcc-cu12 wheel, into a cache
+# outside the venv, so the build also assembles the GPU kernel's PTX for sm_90 as a check
+# (CMakeLists.txt, STOKER_CUDA). The kernel itself builds without it (clang's NVPTX target).
+if [ "${STOKER_INSTALL_CUDA:-0}" = 1 ] && [ ! -x "$HOME/.cache/stoker-cuda/nvidia/cuda_nvcc/bin/ptxas" ]; then
+  echo "[deps] installing ptxas (nvidia-cuda-nvcc-cu12) into $HOME/.cache/stoker-cuda"
+  "$VENV/bin/pip" install -q --target "$HOME/.cache/stoker-cuda" nvidia-cuda-nvcc-cu12
+fi
 echo "[deps] ok"

@@ -56,7 +56,7 @@ pyb::dtype NumpyDtype(DLDataType t) {
 }  // namespace
 
 pyb::object DlpackCapsule(std::shared_ptr<const void> keep, const void* data, DLDataType dtype,
-                          const std::vector<int64_t>& shape) {
+                          const std::vector<int64_t>& shape, DLDevice device) {
   const int nd = static_cast<int>(shape.size());
   if (nd < 1 || nd > 4) throw std::invalid_argument("DlpackCapsule: 1 to 4 dimensions");
   auto* ctx = new DlpackCtx{std::move(keep)};
@@ -68,7 +68,7 @@ pyb::object DlpackCapsule(std::shared_ptr<const void> keep, const void* data, DL
   }
   DLTensor& t = ctx->tensor.dl_tensor;
   t.data = const_cast<void*>(data);
-  t.device = {kDLCPU, 0};
+  t.device = device;
   t.ndim = nd;
   t.dtype = dtype;
   t.shape = ctx->shape.data();

@@ -33,6 +33,7 @@ pybind11::dict BatchToDict(const BatchKeep& keep, ArrayKind kind, bool with_keys
 // memory and is released by the tensor's deleter (without the GIL). Used for image batches
 // and token batches alike.
 pybind11::object DlpackCapsule(std::shared_ptr<const void> keep, const void* data,
-                               DLDataType dtype, const std::vector<int64_t>& shape);
+                               DLDataType dtype, const std::vector<int64_t>& shape,
+                               DLDevice device = {kDLCPU, 0});
 
 }  // namespace stoker::py

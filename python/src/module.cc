@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "device.h"
 #include "batch.h"
 #include "cuda_host.h"
 #include "delta_binding.h"
@@ -87,15 +88,22 @@ class PyPipeline {
     ArrayKind k = ParseKind(kind);
     BatchPtr b;
     Status st;
-    {
-      pyb::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lock(mu_);
-      Result<BatchPtr> r = p_->Next();
-      if (r.ok()) {
-        b = std::move(r).value();
-      } else {
-        st = r.status();
+    // Waits with the GIL released in slices of 100 ms, looking at Python's signals between
+    // them, so Ctrl-C raises KeyboardInterrupt even while a read hangs.
+    for (;;) {
+      bool timed_out = false;
+      {
+        pyb::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(mu_);
+        Result<BatchPtr> r = p_->NextWithin(100'000'000, &timed_out);
+        if (!r.ok()) {
+          st = r.status();
+        } else if (!timed_out) {
+          b = std::move(r).value();
+        }
       }
+      if (!timed_out) break;
+      if (PyErr_CheckSignals() != 0) throw pyb::error_already_set();
     }
     if (!st.ok()) {
       if (IsEndOfStream(st)) return pyb::none();
@@ -262,6 +270,7 @@ PYBIND11_MODULE(_stoker, m) {
   }, "rank"_a = -1, "world_size"_a = -1);
   m.def("option_schema", &OptionSchema,
         "The pipeline options table (src/pipeline/options_schema.cc), one dict per option.");
+  RegisterDevicePipeline(m);
   m.def("set_cuda_runtime_candidates", &SetCudaRuntimeCandidates, "candidates"_a);
   m.def("cuda_runtime_path", &CudaRuntimePath);
   m.def("pinned_memory_status", []() {

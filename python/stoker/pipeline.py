@@ -31,8 +31,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _BINDING_ARGS = {
     "format": (None, 'adds the "fmt:" prefix to source (tfrecord, lmdb, hdf5, parquet, wds, folder)'),
     "output": ("numpy", '"numpy" or "torch" (zero-copy tensors through DLPack)'),
-    "device": (None, "None, or a CUDA device: batches are copied there asynchronously on a "
-                     "side stream from pinned memory (implies output=\"torch\")"),
+    "device": (None, "None, or a CUDA device: batches arrive there as CUDA tensors (implies "
+                     "output=\"torch\"): decoded on the GPU when gpu_decode says so (docs/gpu.md), "
+                     "else copied asynchronously on a side stream from pinned memory"),
     "pin_memory": ("auto", '"auto" (when device is CUDA), True or False'),
     "keys": (False, 'also yield "key": the sample keys (a list of str)'),
 }
@@ -44,8 +45,13 @@ def option_schema():
     return require_extension("option_schema").option_schema()
 
 
+# Engine rows the binding spells itself: `device` is the binding's torch device argument
+# (its type goes to the engine's `device` row).
+_BOUND_ROWS = ("data", "device")
+
+
 def _engine_options():
-    return [row for row in option_schema() if row["name"] != "data"]
+    return [row for row in option_schema() if row["name"] not in _BOUND_ROWS]
 
 _STATE_VERSION = 2
 # What must match for a saved state to resume exactly: the epoch's global order depends on
@@ -103,6 +109,29 @@ def _cuda_runtime_candidates():
             continue
         cands += [os.path.join(d, n) for n in names if n.startswith("libcudart") and ".so" in n]
     return cands + ["libcudart.so", "libcudart.so.12", "libcudart.so.11.0"]
+
+
+def _nvjpeg_candidates():
+    """libnvjpeg files to try for GPU decode: the nvidia-nvjpeg wheel's, torch's, then the
+    system's (the CUDA toolkit)."""
+    cands = []
+    dirs = [os.path.join(p, "nvidia", "nvjpeg", "lib") for p in sys.path]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        dirs.insert(0, os.path.join(os.path.dirname(torch.__file__), "lib"))
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        cands += [os.path.join(d, n) for n in names if n.startswith("libnvjpeg") and ".so" in n]
+    return cands + ["libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"]
+
+
+def gpu_decode_available():
+    """(available, reason): whether GPU decode (CUDA driver + nvJPEG) can be loaded here."""
+    ext = require_extension("gpu decode")
+    return tuple(ext.gpu_path_status(_nvjpeg_candidates()))
 
 
 def pinned_memory_available():
@@ -250,10 +279,30 @@ class Pipeline:
         # Names, types and ranges are checked by the engine's options table (the messages
         # name the option, as the CLI's do).
         opts = {"data": source, **options, "rank": rank, "world_size": world_size,
-                "pinned": pinned}
+                "pinned": pinned, "device": "cuda" if self._device is not None else "cpu"}
         self._engine_opts = opts
         self._p = ext.Pipeline(opts)
         self._delta_epoch = 0  # the epoch the open Delta snapshot was chosen for
+        # device=cuda with gpu_decode on/auto: the GPU path (src/gpu/device_pipeline.h).
+        self._dev = None
+        gpu_decode = options.get("gpu_decode", "auto")
+        if self._device is not None and gpu_decode != "off" and self._p.options["decode"] != "raw":
+            try:
+                # The engine above stays for metadata (sizes, resume, epoch order) and is
+                # never iterated; the device pipeline gets its resolved budgets, so the
+                # node's core share does not count the idle engine.
+                st = self._p.stats()
+                dev_opts = {**opts, "device": "cuda"}
+                for k, sk in (("cpu_budget", "cpu_budget"), ("memory_budget", "memory_budget_bytes")):
+                    if options.get(k) in (None, "auto", 0) and st.get(sk):
+                        dev_opts[k] = int(st[sk])
+                self._dev = ext.DevicePipeline(dev_opts, self._device.index or 0,
+                                               _nvjpeg_candidates())
+            except Exception as e:  # noqa: BLE001 -- the engine's errors name the cause
+                if gpu_decode == "on":
+                    raise
+                warnings.warn(f"stoker.Pipeline: GPU decode unavailable ({e}); decoding on the "
+                              f"CPU and copying to {self._device}", RuntimeWarning, stacklevel=2)
         # Every option's value (what it resolved to), with what was passed as passed: a dict
         # the extension takes back for an identical pipeline (tests, bench/python_overhead.py).
         self._options = {**self._p.options, **opts}
@@ -352,6 +401,11 @@ class Pipeline:
                     passed = True
                     self._end_pass(epoch)
 
+        if self._dev is not None:
+            yield from self._run_device(generation, epoch, consumed, handed_over)
+            if not passed and self._generation == generation:
+                self._end_pass(epoch)
+            return
         copier = _CudaCopier(self._torch, self._device) if self._device is not None else None
         try:
             if copier is None:
@@ -376,6 +430,32 @@ class Pipeline:
         finally:
             if copier is not None:
                 copier.drain()
+
+    def _run_device(self, generation, epoch, consumed, handed_over):
+        """Batches from the GPU path: the current stream waits on each batch's event (no
+        host sync); a batch's memory is reused after the work queued on that stream when
+        its tensor is freed."""
+        torch = self._torch
+        self._dev.resume_epoch(epoch, consumed)
+        from_dlpack = torch.utils.dlpack.from_dlpack
+        while True:
+            if generation != self._generation:
+                raise RuntimeError("stoker.Pipeline: a newer iteration of this pipeline started; "
+                                   "iterate one at a time")
+            stream = torch.cuda.current_stream(self._device)
+            d = self._dev.next(stream.cuda_stream)
+            if d is None:
+                return
+            out = {"image": from_dlpack(d["image"])}
+            for k in ("label", "index"):
+                out[k] = torch.from_numpy(d[k]).to(self._device, non_blocking=True)
+            handed_over()
+            yield out
+
+    def gpu_stats(self):
+        """The GPU path's counters (None without it): images per route, CPU fallbacks by
+        reason, auto's decision and its reason, host and GPU time per image."""
+        return self._dev.stats() if self._dev is not None else None
 
     def _end_pass(self, epoch):
         if self._epoch == epoch:  # unless set_epoch() chose another one meanwhile
@@ -527,7 +607,7 @@ def _install_signature_and_doc():
     """Pipeline's signature and docstring from the options table (when the engine is built)."""
     if _ext is None:
         return
-    rows = [row for row in _ext.option_schema() if row["name"] != "data"]
+    rows = [row for row in _ext.option_schema() if row["name"] not in _BOUND_ROWS]
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
               inspect.Parameter("source", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for name, (default, _) in _BINDING_ARGS.items():

@@ -19,7 +19,7 @@ SMALL = dict(image_size=32, val_resize=36, threads=2)
 
 
 def schema():
-    return [r for r in stoker.pipeline.option_schema() if r["name"] != "data"]
+    return [r for r in stoker.pipeline.option_schema() if r["name"] not in ("data", "device")]
 
 
 def test_signature_is_the_table():

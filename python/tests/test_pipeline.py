@@ -486,3 +486,50 @@ def test_stall_watchdog_options_and_error_class(image_folder):
         stoker.Pipeline(image_folder, on_stall="ignore", **SMALL)
     with pytest.raises(ValueError, match="stall_timeout"):
         stoker.Pipeline(image_folder, stall_timeout=-1, **SMALL)
+
+
+def test_ctrl_c_interrupts_a_batch_wait_on_a_hung_read(tmp_path):
+    """A read that never returns (here: a FIFO nobody writes, as a hung FUSE or NFS mount
+    behaves) must not make the training loop deaf to Ctrl-C: the batch wait raises
+    KeyboardInterrupt, and the process exits promptly (the blocked worker is detached)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "images"
+    write_image_folder(str(folder))
+    first = sorted((folder / "class_0").iterdir())[0]
+    first.unlink()
+    os.mkfifo(first)  # the first sample of an unshuffled epoch: batch 0 cannot complete
+    script = f"""
+import sys, time
+sys.path[:0] = {sys.path!r}
+import stoker_testing, stoker
+p = stoker.Pipeline({str(folder)!r}, batch_size=4, shuffle=False, decode="val", image_size=32,
+                    val_resize=36, threads=1, prefetch=1)
+print("waiting", flush=True)
+try:
+    for b in p:
+        print("got a batch", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    t0 = time.monotonic()
+    p.close()
+    print(f"closed in {{time.monotonic() - t0:.1f}} s", flush=True)
+    sys.exit(3)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env,
+                             cwd=os.path.dirname(__file__))
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        time.sleep(1.0)  # the worker is now blocked opening the FIFO
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 3, (out, err)
+    assert "interrupted" in out and "got a batch" not in out, (out, err)

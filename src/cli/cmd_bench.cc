@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/pipeline_flags.h"
 #include "cli/progress.h"
+#include "io/fault_env.h"
 #include "pipeline/stats_json.h"
 
 namespace stoker::cli {
@@ -16,11 +17,24 @@ struct BenchPipelineArgs {
   int epochs = 1;
   std::string json, keys_out;
   bool quiet = false;
+  // A slow source for benches of the cache (docs/cache.md): every read of the dataset
+  // waits this long, and all reads share a link of this bandwidth (0 = off).
+  double source_latency_ms = 0, source_mbps = 0;
 };
 
 int RunBenchPipeline(const BenchPipelineArgs& a) {
   auto opts = ToOptions(a.p);
   if (!opts.ok()) return Fail(opts.status());
+  std::unique_ptr<FaultInjectionEnv> slow;
+  if (a.source_latency_ms > 0 || a.source_mbps > 0) {
+    slow = std::make_unique<FaultInjectionEnv>(opts->dataset.env ? opts->dataset.env
+                                                                 : Env::Default());
+    FaultRule r;
+    r.read_latency_us = static_cast<int64_t>(a.source_latency_ms * 1000);
+    r.bandwidth_bytes_per_s = static_cast<int64_t>(a.source_mbps * 1e6);
+    slow->AddRule(r);
+    opts->dataset.env = slow.get();
+  }
   auto pipe = Pipeline::Create(*opts);
   if (!pipe.ok()) return Fail(pipe.status());
   Pipeline& p = **pipe;
@@ -70,6 +84,20 @@ int RunBenchPipeline(const BenchPipelineArgs& a) {
                 st.threads, st.autotune ? " (auto)" : "", st.prefetch, st.rank.rank,
                 st.rank.world_size, ru.ru_maxrss / 1024.0, st.memory_budget / 1e6);
     std::printf("%s", FormatStats(st).c_str());
+    if (st.cache.enabled) {
+      const auto& c = st.cache;
+      std::printf(
+          "  cache %s: hit rate %.1f %%, %.1f MB fetched (%llu entries, %llu found fetched), "
+          "%.1f MB streamed, stall %.2f s, %llu evictions, occupancy %.1f / %.1f MB (max %.1f)\n",
+          c.dir.c_str(), 100 * c.hit_rate, c.fetched_bytes / 1e6, (unsigned long long)c.fetches,
+          (unsigned long long)c.shared_entries, c.stream_bytes / 1e6, c.stall_s,
+          (unsigned long long)c.evictions, c.occupancy_bytes / 1e6, c.limit_bytes / 1e6,
+          c.max_occupancy_bytes / 1e6);
+    }
+    if (slow)
+      std::printf("  source (--source-latency-ms %g, --source-mbps %g): %.1f MB read in %lld reads\n",
+                  a.source_latency_ms, a.source_mbps, slow->bytes_read.load() / 1e6,
+                  (long long)slow->reads.load());
     if (!st.tuning.empty()) {
       std::printf("  autotuner:\n");
       size_t shown = 0;
@@ -113,6 +141,10 @@ void RegisterBenchCommands(CLI::App& app, CLI::App& bench) {
   cmd->add_option("--json", args->json, "write metrics as JSON");
   cmd->add_option("--keys-out", args->keys_out, "write delivered sample keys, one per line");
   cmd->add_flag("--quiet", args->quiet, "print nothing but errors");
+  cmd->add_option("--source-latency-ms", args->source_latency_ms,
+                  "bench a slow source: add this latency to every read of the dataset");
+  cmd->add_option("--source-mbps", args->source_mbps,
+                  "bench a slow source: reads of the dataset share a link of this many MB/s");
   cmd->callback([args] { SetAction([args] { return RunBenchPipeline(*args); }); });
 }
 

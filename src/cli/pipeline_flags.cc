@@ -100,6 +100,12 @@ std::string FormatStats(const PipelineStats& st) {
                        s.wait_output_frac * 100, s.queue_fill * 100);
   }
   out += fmt::format("  bottleneck: {}\n", st.bottleneck);
+  if (!st.source_counters.empty()) {
+    out += "  source:";
+    for (const auto& [k, v] : st.source_counters) out += fmt::format(" {}={:g}", k, v);
+    out += "\n";
+  }
+  for (const auto& n : st.source_notes) out += fmt::format("  note: {}\n", n);
   return out;
 }
 

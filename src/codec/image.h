@@ -123,6 +123,7 @@ struct JpegEncodeOptions {
   int quality = 90;
   int components = 3;
   bool progressive = false;
+  bool arithmetic = false;  // arithmetic entropy coding (SOF9/SOF10) instead of Huffman
   ChromaSubsampling subsampling = ChromaSubsampling::k420;
 };
 Status EncodeJpegEx(const uint8_t* pixels, int width, int height, const JpegEncodeOptions& opts,

@@ -298,6 +298,7 @@ bool EncodeInner(JpegEncoder* e, const uint8_t* pixels, int width, int height,
     }
   }
   if (opts.progressive) jpeg_simple_progression(cinfo);
+  if (opts.arithmetic) cinfo->arith_code = TRUE;
   jpeg_start_compress(cinfo, TRUE);
   const size_t stride = static_cast<size_t>(width) * opts.components;
   while (cinfo->next_scanline < cinfo->image_height) {

@@ -488,6 +488,15 @@ PipelineReport AnalyzePipeline(const telemetry::PipelineMetrics& m, int cpus) {
   r.threads = m.threads;
   r.cpus = m.cpus > 0 ? m.cpus : cpus;
   r.stages = m.stages;
+  r.wall_s = m.wall_s;
+  r.cache = m.cache;
+  r.cache_hit_rate = m.cache_hit_rate;
+  r.cache_stall_s = m.cache_stall_s;
+  r.cache_fetched_bytes = m.cache_fetched_bytes;
+  r.cache_stream_bytes = m.cache_stream_bytes;
+  r.cache_shared_entries = m.cache_shared_entries;
+  r.cache_evictions = m.cache_evictions;
+  r.cache_limit_bytes = m.cache_limit_bytes;
   r.bottleneck = m.bottleneck;
   if (r.bottleneck.empty()) {
     // The busiest stage (highest busy share, least waiting on its input).

@@ -209,6 +209,13 @@ struct PipelineReport {
   int threads = 0, cpus = 0;
   bool cores_saturated = false;
   std::vector<telemetry::StageMetrics> stages;
+  double wall_s = 0;
+  // The node-wide cache (cache_dir), when the run had one (telemetry::PipelineMetrics).
+  bool cache = false;
+  double cache_hit_rate = 0, cache_stall_s = 0;
+  uint64_t cache_fetched_bytes = 0, cache_stream_bytes = 0, cache_shared_entries = 0;
+  uint64_t cache_evictions = 0;
+  int64_t cache_limit_bytes = 0;
 };
 
 struct CrossRank {

@@ -313,6 +313,41 @@ TEST(Doctor, CpuOnlyBreakdown) {
   }
 }
 
+// A language model (token embedding over [8, 1024] ids each step) on a GPU, waiting 40 ms
+// of every 100 ms step for its batch: tokens/s per GPU, the wait, the token-loading fixes.
+TEST(Doctor, LanguageModelTokensPerSecondAndTheWaitForBatches) {
+  auto lm = [](double wait_ms) {
+    TraceBuilder b;
+    for (int i = 0; i < 4; ++i) {
+      double t0 = i * 100'000.0;
+      b.Step(i, t0, 100'000);
+      b.Data(t0, wait_ms * 1000);
+      b.X("cpu_op", "aten::embedding", t0 + wait_ms * 1000 + 10, 20, "1", "1",
+          R"({"Input Dims": [[8, 1024], [32000, 512], [], [], []]})");
+      b.X("cpu_op", "aten::embedding", t0 + wait_ms * 1000 + 40, 20, "1", "1",
+          R"({"Input Dims": [[1, 1024], [1024, 512], [], [], []]})");
+      b.Kernel("ampere_sgemm_128x64", t0 + wait_ms * 1000 + 100, (100 - wait_ms) * 1000 - 200);
+    }
+    return b.Summary();
+  };
+  Report r = Diag({lm(40)});
+  const Finding* f = Find(r, "input.tokens");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, "high");
+  EXPECT_NE(f->title.find("Language model: 81920 tokens/s per GPU"), std::string::npos) << f->title;
+  EXPECT_NE(f->evidence.find("reads 8192 token ids per step"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->fix.find("TokenPipeline"), std::string::npos);
+  EXPECT_EQ(r.primary, Verdict::kInputBound);
+  // Fed: the same model with a 1 ms wait only reports the rate.
+  Report fed = Diag({lm(1)});
+  const Finding* g = Find(fed, "input.tokens");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->severity, "info");
+  EXPECT_NE(g->fix.find("None needed"), std::string::npos) << g->fix;
+  // An image model (no embedding) gets no token finding.
+  EXPECT_EQ(Find(Diag({CpuRank(0, 5, 50)}), "input.tokens"), nullptr);
+}
+
 TEST(Doctor, StragglerRankIsTheImbalance) {
   // Rank 1 waits 50 ms for data; rank 0 waits for rank 1 in the all-reduce.
   Report r = Diag({CpuRank(0, 5, 50), CpuRank(1, 50, 5)});
@@ -497,6 +532,54 @@ TEST(Doctor, PipelineMetricsNameTheStage) {
   m.bottleneck = "";
   m.stages[0].busy_frac = 0.99, m.stages[0].wait_output_frac = 0, m.stages[1].busy_frac = 0.2;
   EXPECT_EQ(AnalyzePipeline(m, 0).bottleneck_kind, "storage");
+}
+
+TEST(Doctor, GpuPreprocessOffloadUsesTheOffloadModel) {
+  telemetry::PipelineMetrics m;
+  m.path = "bench.json";
+  m.samples_per_s = 400;       // 4 cores busy: 10 ms of CPU per image
+  m.consumer_wait_frac = 0.6;  // the step would take 1000/s
+  m.bottleneck = "decode";
+  m.cpus = 4;
+  m.stages = {{"read", 100, 1, 0.0, 0.0, 0.0}, {"decode", 100, 4, 1.0, 0.0, 0.0},
+              {"batch", 100, 1, 0.0, 0.9, 0.0}};
+  DoctorInputs in;
+  in.pipelines.push_back(m);
+  // Without a GPU's busy share the model cannot say: no finding.
+  auto r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Find(*r, "gpu.preprocess_offload"), nullptr);
+  // A GPU log at 30 % utilization: the GPU has room for 1000 images/s of decode.
+  telemetry::GpuLog log;
+  log.path = "smi.csv";
+  log.format = "nvidia-smi csv";
+  log.has_timestamps = true;
+  for (int i = 0; i < 20; ++i) {
+    telemetry::GpuSample g;
+    g.t_s = i;
+    g.gpu = 0;
+    g.util = 30;
+    log.samples.push_back(g);
+  }
+  in.gpu_logs.push_back(log);
+  r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  const Finding* f = Find(*r, "gpu.preprocess_offload");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("feed 400 images/s"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->evidence.find("takes 1000"), std::string::npos) << f->evidence;
+  ASSERT_TRUE(f->expected_speedup.has_value());
+  EXPECT_NEAR(*f->expected_speedup, 2.5, 1e-6);
+  // A busy GPU (97 %): the model says no, and so does the doctor.
+  for (auto& g : in.gpu_logs[0].samples) g.util = 97;
+  r = Diagnose(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Find(*r, "gpu.preprocess_offload"), nullptr);
+  // The rule is listed with its source.
+  bool listed = false;
+  for (const auto& row : ListRules(Thresholds{}))
+    listed |= row.id == std::string("gpu.preprocess_offload");
+  EXPECT_TRUE(listed);
 }
 
 TEST(Doctor, RenderingsCarryTheVerdictAndStayOffline) {

@@ -579,8 +579,7 @@ std::string LinePlotSvg(const std::vector<std::pair<std::string, const GpuLogSer
 
 std::string RenderHtml(const Report& r) {
   std::string h;
-  h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-       "<title>stoker doctor report</title><style>"
+  h += html::PageOpen("stoker doctor report",
        "body{font:14px/1.45 system-ui,sans-serif;max-width:880px;margin:24px auto;color:#222}"
        "h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}"
        ".verdict{font-size:18px;padding:10px 14px;border-radius:6px;background:#fdecea}"
@@ -590,8 +589,7 @@ std::string RenderHtml(const Report& r) {
        "height:10px;margin-right:4px;vertical-align:middle}"
        "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
        ".f{margin:10px 0;padding:8px 12px;border-left:4px solid #ccc;background:#fafafa}"
-       ".f.high{border-color:#d32f2f}.f.medium{border-color:#f9a825}"
-       "</style></head><body>\n";
+       ".f.high{border-color:#d32f2f}.f.medium{border-color:#f9a825}");
   h += "<h1>stoker doctor</h1>\n";
   bool ok = r.primary == Verdict::kHealthy || r.primary == Verdict::kComputeBound;
   h += fmt::format("<div class=\"verdict{}\"><b>{}</b> &middot; confidence {:.2f}<br>{}</div>\n",
@@ -671,7 +669,7 @@ std::string RenderHtml(const Report& r) {
   h += "<h2>Inputs</h2><ul>";
   for (const auto& i : r.inputs) h += "<li>" + Esc(i) + "</li>";
   for (const auto& n : r.notes) h += "<li><i>" + Esc(n) + "</i></li>";
-  h += "</ul></body></html>\n";
+  h += "</ul>" + html::PageClose();
   return h;
 }
 

@@ -6,6 +6,8 @@
 
 #include "doctor/analysis.h"
 #include "doctor/text.h"
+#include "doctor/watch_rules.h"
+#include "gpu/offload_model.h"
 
 namespace stoker::doctor {
 
@@ -614,6 +616,82 @@ std::optional<Finding> CpuSaturated(const Analysis& a, const GpuLogReport* log) 
   return f;
 }
 
+// The GPU path's offload model (src/gpu/offload_model.h, the same one gpu_decode=auto and
+// `stoker plan` use) on the pipeline's measured CPU cost per image, the step's demand
+// (samples/s over the share of time the consumer was not waiting) and the GPU's busy
+// share (a GPU log's utilization, else the trace's compute share).
+std::optional<Finding> GpuPreprocessOffload(const Analysis& a, const GpuLogReport* log) {
+  const auto& p = *a.rep->pipeline;
+  if (p.bottleneck_kind != "decode" && p.bottleneck_kind != "ops") return std::nullopt;
+  if (p.samples_per_s <= 0 || p.cores_busy <= 0) return std::nullopt;
+  gpu::OffloadInputs in;
+  in.cpu_cores = p.cpus > 0 ? p.cpus : p.threads;
+  in.cpu_s_per_image = p.cores_busy / p.samples_per_s;
+  in.required_images_per_s = p.samples_per_s / std::max(0.05, 1.0 - p.consumer_wait_frac);
+  std::string busy_from;
+  if (a.any_util && !std::isnan(a.util_mean)) {
+    in.gpu_busy_frac = a.util_mean / 100.0;
+    busy_from = "GPU utilization";
+  } else if (a.has_trace() && a.gpu()) {
+    in.gpu_busy_frac = a.B().compute;
+    busy_from = "compute share of the trace";
+  } else {
+    return std::nullopt;
+  }
+  const gpu::OffloadDecision d = gpu::DecideOffload(in);
+  if (!d.use_gpu) return std::nullopt;
+  Finding f;
+  f.id = "gpu.preprocess_offload";
+  f.severity = p.consumer_wait_frac >= a.th->input_verdict ? "high" : "medium";
+  f.title = "Decoding on the GPU would feed the step";
+  f.evidence = fmt::format(
+      "{:.1f} ms of CPU per image on {} cores: the CPU path can feed {:.0f} images/s, the "
+      "step takes {:.0f} when not waiting; the GPU is {} busy ({}), so nvJPEG and a fused "
+      "augment kernel can deliver {:.0f} images/s for about {} more GPU time.",
+      in.cpu_s_per_image * 1e3, in.cpu_cores, d.cpu_rate, in.required_images_per_s,
+      Pct(in.gpu_busy_frac), busy_from, d.gpu_rate, Pct(d.gpu_load_added));
+  f.fix = "Decode and augment on the GPU: stoker.Pipeline(..., device=\"cuda\", "
+          "gpu_decode=\"on\") (or \"auto\", which measures first), DALI's mixed decoder, or "
+          "torchvision.io.decode_jpeg(device=\"cuda\"); see docs/gpu.md.";
+  const double delivered = std::min(d.gpu_rate, in.required_images_per_s);
+  f.expected_speedup = delivered / std::max(1e-9, p.samples_per_s);
+  return f;
+}
+
+// A run whose reads went mostly to the source although it had a node-wide cache: a cold
+// epoch (the cache filling) or a cache too small to hold what the epoch reads.
+std::optional<Finding> CacheCold(const Analysis& a, const GpuLogReport*) {
+  const auto& p = *a.rep->pipeline;
+  if (!p.cache || p.cache_hit_rate >= 0.5) return std::nullopt;
+  const double total = static_cast<double>(p.cache_fetched_bytes + p.cache_stream_bytes);
+  if (total <= 0) return std::nullopt;
+  Finding f;
+  f.id = "cache.cold";
+  const bool too_small = p.cache_stream_bytes > p.cache_fetched_bytes;
+  f.severity = p.consumer_wait_frac >= a.th->input_verdict ? "medium" : "info";
+  f.title = too_small ? "The node-wide cache is too small for what the epoch reads"
+                      : "A cold-cache epoch: this run filled the node-wide cache";
+  f.evidence = fmt::format(
+      "{} of the bytes came from the cache; {:.1f} MB were fetched into it and {:.1f} MB read "
+      "through uncached; readers waited {:.2f} s for fetches{}; {} evictions; the consumer waits "
+      "{} of the time.",
+      Pct(p.cache_hit_rate), p.cache_fetched_bytes / 1e6, p.cache_stream_bytes / 1e6,
+      p.cache_stall_s, p.wall_s > 0 ? fmt::format(" in {:.1f} s", p.wall_s) : std::string(),
+      p.cache_evictions, Pct(p.consumer_wait_frac));
+  if (too_small) {
+    f.fix = fmt::format(
+        "Files that do not fit stream through from the source every epoch: raise cache_limit "
+        "(now {:.1f} GB) to the dataset's size, or convert to smaller shards so more of them "
+        "fit (the cache holds whole files).",
+        p.cache_limit_bytes / 1e9);
+  } else {
+    f.fix = "Expected on the first epoch: later epochs read from the cache. Judge the pipeline "
+            "on a warm epoch; to keep the first one fed, raise read parallelism or pre-warm "
+            "the cache (one `stoker bench pipeline --decode raw --cache-dir ...` pass).";
+  }
+  return f;
+}
+
 std::optional<Finding> PipelineStage(const Analysis& a, const GpuLogReport* log) {
   const Thresholds& th = *a.th;
   const auto& p = *a.rep->pipeline;
@@ -702,6 +780,48 @@ std::optional<Finding> EvidenceMissing(const Analysis& a, const GpuLogReport* lo
   return f;
 }
 
+// A language model's trace (aten::embedding over [batch, sequence] token ids, recorded
+// with record_shapes=True): tokens/s per GPU and the share of the step spent waiting for
+// token batches, with fixes for token loading when that share matters.
+std::optional<Finding> InputTokens(const Analysis& a, const GpuLogReport* log) {
+  const Report& rep = *a.rep;
+  const Thresholds& th = *a.th;
+  const Fractions& B = a.B();
+  double tokens = 0;
+  for (const auto& t : a.in->traces) tokens = std::max(tokens, t.TokensPerStep());
+  if (tokens <= 0 || !(rep.step_s > 0)) return std::nullopt;
+  const double wait = rep.gpu ? std::max(B.data_wait, B.idle_data) : B.data_wait;
+  Finding f;
+  f.id = "input.tokens";
+  f.severity = wait >= th.input_verdict ? "high" : (wait >= th.input_warn ? "medium" : "info");
+  f.title = fmt::format("Language model: {:.0f} tokens/s per {}, {} of the step waiting for "
+                        "token batches",
+                        tokens / rep.step_s, rep.gpu ? "GPU" : "process", Pct1(wait));
+  f.evidence = fmt::format(
+      "aten::embedding reads {:.0f} token ids per step ({} per step, median over {} steps): "
+      "{:.0f} tokens/s per {}{}; the host waits for the next batch {} of the step ({} per "
+      "step){}.",
+      tokens, Ms(rep.step_s), rep.steps, tokens / rep.step_s, rep.gpu ? "GPU" : "process",
+      a.world_size > 1 ? fmt::format(" ({:.0f} for {} ranks)", tokens / rep.step_s * a.world_size,
+                                     a.world_size)
+                       : "",
+      Pct1(B.data_wait), Ms(B.data_wait * rep.step_s),
+      rep.gpu ? fmt::format(", the GPU is idle {} of the step during those waits", Pct1(B.idle_data))
+              : "");
+  if (wait >= th.input_warn) {
+    f.fix =
+        "Assemble token batches ahead of the step on their own threads: stoker.TokenPipeline("
+        "..., prefetch=4, threads=2) packs from memory-mapped stores (Megatron .bin/.idx, "
+        "nanoGPT memmaps, Arrow) with no per-sample Python; or a DataLoader with num_workers "
+        ">= 2, persistent_workers=True, pin_memory=True. Build the sample and shuffle indices "
+        "once and reuse them (stoker's index cache, Megatron's .npy cache) so an epoch start "
+        "does not stall, and copy each batch with .to(device, non_blocking=True).";
+  } else {
+    f.fix = fmt::format("None needed: token loading costs {} per step.", Ms(B.data_wait * rep.step_s));
+  }
+  return f;
+}
+
 }  // namespace
 
 const std::vector<Rule>& Rules() {
@@ -717,6 +837,10 @@ const std::vector<Rule>& Rules() {
      "GPU idle during data waits (CPU-only: the wait); with num_workers=0 and --cpus N, "
      "bounded by loading on N cores",
      "TensorBoard plugin R1 (5%); TensorFlow input analyzer (20%)", &InputDataLoader},
+    {"input.tokens", RuleScope::kTrace,
+     "a trace with aten::embedding over 2-D token ids (record_shapes=True); medium at "
+     "{input_warn} of the step waiting for batches, high at {input_verdict}",
+     "", "stoker (tokens/s per GPU, as Megatron logs it)", &InputTokens},
     {"h2d.pageable", RuleScope::kTrace,
      "any Memcpy HtoD (Pageable -> Device); high when what it removes is >= {input_warn}",
      "h2d_pageable + idle_copy", "Nsight Systems rule cuda_memcpy_async", &H2dPageable},
@@ -775,6 +899,16 @@ const std::vector<Rule>& Rules() {
     {"pipeline.stage", RuleScope::kPipeline,
      "the bounding stage (not the consumer); high when the consumer waits >= {input_verdict}",
      "", "stoker (stage busy and wait shares)", &PipelineStage},
+    {"gpu.preprocess_offload", RuleScope::kPipeline,
+     "decode/augment bounds the pipeline and the offload model (src/gpu/offload_model.h) "
+     "says the GPU path delivers more than the CPU path, with the GPU's busy share from a GPU "
+     "log or the trace",
+     "the pipeline's rate up to the step's demand", "stoker offload model (gpu_decode=auto)",
+     &GpuPreprocessOffload},
+    {"cache.cold", RuleScope::kPipeline,
+     "cache_dir set and under half the bytes read came from the cache (too small when more "
+     "streamed through than was fetched); medium when the consumer waits >= {input_verdict}",
+     "", "stoker (cache hit rate, bytes fetched and streamed)", &CacheCold},
     // After the verdict.
     {"compute.bound", RuleScope::kVerdict, "the compute_bound verdict on a trace", "",
      "stoker", &ComputeBound},
@@ -903,6 +1037,11 @@ std::vector<RuleInfo> ListRules(const Thresholds& th) {
                                                           : "the verdict";
     out.push_back({r.id, scope, FillThresholds(r.when, th), r.gain, r.source});
   }
+  // What `stoker watch`'s in-process probe measures has its own facts (ProbeFacts) and
+  // table (watch_rules.h); listed here so one listing names every finding.
+  for (const ProbeRule& r : ProbeRules())
+    out.push_back({r.id, "stoker watch probe", FillThresholds(r.when, th), r.gain,
+                   "stoker (docs/doctor.md, the probe)"});
   return out;
 }
 

@@ -354,16 +354,35 @@ std::optional<Finding> RuleLoaderSettings(const ProbeFacts& p, const Thresholds&
 
 const std::vector<ProbeRule>& ProbeRules() {
   static const std::vector<ProbeRule> rules = {
-      {"input.too_few_workers", RuleTooFewWorkers},
-      {"input.workers_cpu_bound", RuleWorkersCpuBound},
-      {"input.storage", RuleStorage},
-      {"input.main_process", RuleMainProcess},
-      {"input.cpu_contention", RuleInputContention},
-      {"input.cause_unknown", RuleInputCauseUnknown},
-      {"imbalance.straggler", RuleRankStraggler},
-      {"cpu.contention", RuleCpuContention},
-      {"dataloader.settings", RuleLoaderSettings},
-      {"cpu.split", RuleCpuSplit},
+      {"input.too_few_workers", RuleTooFewWorkers,
+       "wait >= {input_warn}, the loaders (the training process with num_workers=0, else each "
+       "worker) busy (>= 0.7 cores of demand), >= 0.75 cores free",
+       "suggests num_workers = loading per batch / rest of the step, capped at the cores; gain "
+       "step / max(rest, load / workers)"},
+      {"input.workers_cpu_bound", RuleWorkersCpuBound, "loaders busy, < 0.75 cores free",
+       "make samples cheaper"},
+      {"input.storage", RuleStorage,
+       "loaders not busy and in disk wait (state D) >= 20% of samples, or iowait >= 10%, or >= "
+       "50 major faults/s",
+       "storage, shards, cache"},
+      {"input.main_process", RuleMainProcess,
+       "workers not busy, no storage signs, the training process busy (>= 0.8 cores)",
+       "batch transfer, collate, pinning"},
+      {"input.cpu_contention", RuleInputContention,
+       "none of the above, and the job got < 60% of its demand while the machine was busy",
+       "a quiet machine or pinned cores"},
+      {"input.cause_unknown", RuleInputCauseUnknown, "wait >= {input_warn} and nothing above",
+       "record a profiler window"},
+      {"imbalance.straggler", RuleRankStraggler,
+       ">= 2 ranks; the rank waiting most for data exceeds the others' median by >= half of "
+       "{imbalance_verdict} of the step (high at {imbalance_verdict}, then the verdict is "
+       "imbalance without a trace)",
+       "that rank's input"},
+      {"cpu.contention", RuleCpuContention,
+       "the job got < 60% of its demand, machine >= cpus - 0.25 busy", ""},
+      {"dataloader.settings", RuleLoaderSettings,
+       "persistent_workers=False with workers, or pin_memory=False with CUDA", ""},
+      {"cpu.split", RuleCpuSplit, "always when measured (info)", ""},
   };
   return rules;
 }

@@ -71,6 +71,8 @@ std::optional<Finding> RuleLoaderSettings(const ProbeFacts& p, const Thresholds&
 struct ProbeRule {
   const char* id;
   std::optional<Finding> (*fn)(const ProbeFacts&, const Thresholds&);
+  const char* when;    // as Rule::when: thresholds as {field}; listed by ListRules()
+  const char* gain;    // what the fix is about / its expected gain, or ""
 };
 const std::vector<ProbeRule>& ProbeRules();
 

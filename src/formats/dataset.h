@@ -72,6 +72,9 @@ class Dataset {
   virtual std::vector<std::string> index_errors() const { return {}; }
   // Informational notes from opening (an index file ignored, a shard read sequentially).
   virtual std::vector<std::string> notes() const { return {}; }
+  // Counters the source keeps while it is read (name -> value; e.g. "stream_restarts"),
+  // reported in PipelineStats::source_counters. Safe to call while samples are read.
+  virtual std::map<std::string, double> counters() const { return {}; }
   // OK when any sample can be read in any order at the cost the index promises; else why
   // not (kInvalidArgument: e.g. gzip-compressed shards, read sequentially). Callers that
   // need random access (a full-permutation shuffle, random-read benches) ask first.

@@ -103,6 +103,11 @@ class WdsDataset final : public Dataset {
   size_t compressed_shards() const;
   // Reads behind a compressed shard's stream that restarted it (see above).
   uint64_t stream_restarts() const { return stream_restarts_.load(); }
+  // {"stream_restarts": n} when any shard is compressed.
+  std::map<std::string, double> counters() const override {
+    if (compressed_shards() == 0) return {};
+    return {{"stream_restarts", static_cast<double>(stream_restarts())}};
+  }
   // Byte range [begin, end) of sample `index` inside its shard, headers included
   // (benches compare against raw reads of the same bytes). Plain shards only: a
   // compressed one has no byte range in its file (CheckRandomAccess says so).

@@ -10,6 +10,7 @@
 #include "io/memory_file.h"
 #include "io/gzip.h"
 #include "io/sniff.h"
+#include "pipeline/pipeline.h"
 
 #include <zlib.h>
 
@@ -323,6 +324,30 @@ TEST_F(WdsCompressed, ReadsTheSameSamplesSequentially) {
         << ra.ToString();
   }
   EXPECT_TRUE(WdsDataset::Open(dir_, {}).value()->compressed_shards() == 3u);
+}
+
+// Through the pipeline: the stats carry the dataset's notes (read sequentially) and its
+// stream-restart counter, as `bench pipeline` prints them.
+TEST_F(WdsCompressed, PipelineStatsReportSequentialReadsAndRestarts) {
+  PipelineOptions o;
+  o.data = dir_;
+  o.mode = DecodeMode::kRaw;
+  o.batch_size = 4;
+  o.threads = 1;
+  o.prefetch = 1;
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    ASSERT_TRUE((*p)->StartEpoch(epoch).ok());
+    while ((*p)->Next().ok()) {
+    }
+  }
+  PipelineStats st = (*p)->Stats();
+  ASSERT_EQ(st.source_notes.size(), 3u);
+  EXPECT_NE(st.source_notes[0].find("read sequentially"), std::string::npos);
+  ASSERT_EQ(st.source_counters.count("stream_restarts"), 1u);
+  // The second epoch starts each shard's stream again: at least one restart per shard.
+  EXPECT_GE(st.source_counters["stream_restarts"], 3.0);
 }
 
 TEST_F(WdsCompressed, OutOfOrderReadsUseReadAheadThenRestart) {

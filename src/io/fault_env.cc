@@ -21,6 +21,7 @@ class FaultyFile final : public RandomAccessFile {
     if (offset + n > sz) n = static_cast<size_t>(sz - offset);
     auto r = base_->ReadAt(offset, n, dst);
     if (r.ok()) env_->bytes_read += static_cast<int64_t>(*r);
+    if (r.ok() && rule_.bandwidth_bytes_per_s > 0) env_->UseLink(*r, rule_.bandwidth_bytes_per_s);
     return r;
   }
   uint64_t size() const override {
@@ -61,6 +62,20 @@ void FaultInjectionEnv::BlockRead() const {
   block_cv_.notify_all();
   block_cv_.wait(lk, [&] { return released_; });
   --blocked_;
+}
+
+void FaultInjectionEnv::UseLink(size_t n, int64_t bytes_per_s) const {
+  using namespace std::chrono;
+  auto cost = duration_cast<steady_clock::duration>(
+      duration<double>(static_cast<double>(n) / static_cast<double>(bytes_per_s)));
+  steady_clock::time_point done;
+  {
+    std::lock_guard<std::mutex> lk(link_mu_);
+    auto start = std::max(steady_clock::now(), link_free_);
+    done = start + cost;
+    link_free_ = done;
+  }
+  std::this_thread::sleep_until(done);
 }
 
 Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(

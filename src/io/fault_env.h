@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -20,6 +21,10 @@ struct FaultRule {
   int64_t truncate_to = -1;    // file appears to be this many bytes long
   int64_t read_latency_us = 0; // sleep per ReadAt
   bool block = false;          // ReadAt hangs until ReleaseBlocked() (then reads normally)
+  // Bytes per second of a link that every read under a rule with a bandwidth shares (one
+  // link per env, first come first served): a read of n bytes holds it n / bandwidth
+  // seconds. 0 = unlimited.
+  int64_t bandwidth_bytes_per_s = 0;
 };
 
 class FaultInjectionEnv : public EnvWrapper {
@@ -39,6 +44,8 @@ class FaultInjectionEnv : public EnvWrapper {
   bool WaitUntilBlocked(int n, double max_wait_s = 60);
   void ReleaseBlocked();
   void BlockRead() const;  // for the files: waits while the env blocks
+  // For the files: sleeps until `n` bytes have crossed the shared link.
+  void UseLink(size_t n, int64_t bytes_per_s) const;
 
   std::atomic<int64_t> opens{0};
   std::atomic<int64_t> reads{0};
@@ -51,6 +58,8 @@ class FaultInjectionEnv : public EnvWrapper {
   mutable std::condition_variable block_cv_;
   mutable int blocked_ = 0;
   bool released_ = false;
+  mutable std::mutex link_mu_;
+  mutable std::chrono::steady_clock::time_point link_free_{};
 };
 
 }  // namespace stoker

@@ -387,6 +387,19 @@ std::vector<OptionSpec> MakeRows() {
                      "OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE, else the stoker "
                      "pipelines alive on the node)"));
 
+  // cache
+  r.push_back(StrRow("cache_dir", "cache", STOKER_FIELD(cache_dir),
+                     "node-wide local cache (NVMe or RAM disk) of the dataset's files: fetched "
+                     "ahead in the epoch's order, shared by the ranks of the node, evicted by "
+                     "next use (docs/cache.md); empty = off"));
+  {
+    OptionSpec s = IntRow("cache_limit", "cache", STOKER_FIELD(cache_limit), 1, 9.2e18,
+                          "bytes the cache may hold (a number, or 200G, 512MiB)",
+                          "80 % of the space free on cache_dir's file system");
+    s.type = OptionType::kBytes;
+    r.push_back(std::move(s));
+  }
+
   // errors
   r.push_back(EnumRow<ErrorPolicy>("on_error", "errors", STOKER_FIELD(on_error),
                                    {{"fail", ErrorPolicy::kFail}, {"skip", ErrorPolicy::kSkip}},
@@ -411,6 +424,22 @@ std::vector<OptionSpec> MakeRows() {
                                    {{"fail", StallAction::kFail}, {"warn", StallAction::kWarn}},
                                    "a stall: fail (raise StallError naming the stage, sample and "
                                    "file of each busy worker) or warn (report it, keep waiting)"));
+
+  // the GPU path (docs/gpu.md)
+  r.push_back(EnumRow<ComputeDevice>(
+      "device", "gpu", STOKER_FIELD(device),
+      {{"cpu", ComputeDevice::kCpu}, {"cuda", ComputeDevice::kCuda}},
+      "where batches are delivered: cpu (host memory) or cuda (device memory; Python's "
+      "device= also takes cuda:N or a torch.device)"));
+  r.push_back(EnumRow<GpuDecode>(
+      "gpu_decode", "gpu", STOKER_FIELD(gpu_decode),
+      {{"auto", GpuDecode::kAuto}, {"on", GpuDecode::kOn}, {"off", GpuDecode::kOff}},
+      "device=cuda: decode JPEGs and augment on the GPU (nvJPEG + one fused kernel; "
+      "per-image CPU fallback). auto: only when measurements say the CPU path cannot feed "
+      "the step and the GPU has headroom; off: the CPU path and a copy"));
+  r.push_back(IntRow("gpu_hybrid_threshold", "gpu", STOKER_FIELD(gpu_hybrid_threshold), 0, 9.2e18,
+                     "GPU decode: images with more pixels than this run their Huffman stage on "
+                     "the GPU, smaller ones on a CPU thread (DALI's hybrid_huffman_threshold)"));
 
   PipelineOptions defaults;
   for (auto& s : r) {

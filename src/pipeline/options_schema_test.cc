@@ -90,16 +90,23 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"prefetch", OptionValue::Int(5)},
               {"memory_budget", OptionValue::String("1.5GB")},
               {"cpu_budget", OptionValue::Int(2)},
+              {"cache_dir", OptionValue::String("/tmp/c")},
+              {"cache_limit", OptionValue::String("2GB")},
               {"on_error", OptionValue::String("skip")},
               {"skip_bad_shards", OptionValue::Bool(false)},
               {"stall_timeout", OptionValue::Double(12.5)},
-              {"on_stall", OptionValue::String("warn")}};
+              {"on_stall", OptionValue::String("warn")},
+              {"device", OptionValue::String("cuda")},
+              {"gpu_decode", OptionValue::String("on")},
+              {"gpu_hybrid_threshold", OptionValue::Int(4096)}};
   // The list covers the table: a new row must be added here too.
   ASSERT_EQ(v.size(), PipelineOptionSchema().size());
   auto r = OptionsFromValues(v);
   ASSERT_TRUE(r.ok()) << Error(r.status());
   const PipelineOptions& o = *r;
   EXPECT_EQ(o.data, "d");
+  EXPECT_EQ(o.cache_dir, "/tmp/c");
+  EXPECT_EQ(o.cache_limit, 2000000000);
   EXPECT_EQ(o.mode, DecodeMode::kVal);
   EXPECT_EQ(o.image_size, 96);
   EXPECT_EQ(o.val_resize, 110);
@@ -113,6 +120,9 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   EXPECT_FALSE(o.region_decode);
   EXPECT_DOUBLE_EQ(o.stall_timeout_s, 12.5);
   EXPECT_EQ(o.on_stall, StallAction::kWarn);
+  EXPECT_EQ(o.device, ComputeDevice::kCuda);
+  EXPECT_EQ(o.gpu_decode, GpuDecode::kOn);
+  EXPECT_EQ(o.gpu_hybrid_threshold, 4096);
   EXPECT_TRUE(o.exif_orientation);
   EXPECT_EQ(o.raw_field, "cls");
   EXPECT_EQ(o.batch_size, 7);
@@ -135,6 +145,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
     auto back = Row(name).get(o);
     if (name == "memory_budget") {
       EXPECT_EQ(back, OptionValue::Int(1500000000));
+    } else if (name == "cache_limit") {
+      EXPECT_EQ(back, OptionValue::Int(2000000000));
     } else if (value.kind == OptionValue::Kind::kList) {
       ASSERT_EQ(back.list.size(), value.list.size()) << name;
       for (size_t i = 0; i < value.list.size(); ++i)

@@ -15,8 +15,10 @@
 //   sample_ops.h                        decode and augment of one sample
 //   Autotuner (autotune.h)              thread counts, prefetch, topology (pure)
 //   ActivityBoard (watchdog.h)          what each worker is doing, for the stall report
-// PipelineImpl below owns the threads: it validates options, spawns and parks workers, runs
-// the tuner loop and the watchdog, and computes the stats.
+//   WorkerTargets (worker_targets.h)    how many workers of each stage run; parks the rest
+//   SummarizeStages, TunerSampler       counters -> stats and tuner snapshots (observe.h)
+// PipelineImpl below owns the threads: it validates options, spawns and stops workers, runs
+// the tuner loop and the watchdog, and assembles the stats.
 //
 // Admission bounds batch memory; Q is bounded, which bounds sample memory; augment never
 // blocks on output (its slot is reserved), so the graph cannot deadlock. Items, samples and
@@ -38,19 +40,22 @@
 #include "pipeline/autotune.h"
 #include "pipeline/batch_assembler.h"
 #include "pipeline/batch_pool.h"
+#include "pipeline/cache_plan.h"
 #include "pipeline/node_share.h"
+#include "pipeline/observe.h"
 #include "pipeline/options_schema.h"
 #include "pipeline/plan.h"
 #include "pipeline/sample_ops.h"
 #include "pipeline/stages.h"
 #include "pipeline/watchdog.h"
+#include "pipeline/worker_targets.h"
 
 namespace stoker {
 namespace {
 
 using ItemPtr = std::unique_ptr<Item>;
 
-class PipelineImpl final : public Pipeline {
+class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<PipelineImpl> {
  public:
   explicit PipelineImpl(const PipelineOptions& o) : opts_(o) {}
   ~PipelineImpl() override { Stop(); }
@@ -58,7 +63,7 @@ class PipelineImpl final : public Pipeline {
   Status Init();
   Status StartEpoch(int epoch, uint64_t start_batch) override;
   Status ResumeEpoch(int epoch, uint64_t consumed) override;
-  Result<BatchPtr> Next() override;
+  Result<BatchPtr> NextWithin(int64_t max_wait_ns, bool* timed_out) override;
   void Stop() override;
   uint64_t batches_per_epoch() const override { return num_batches_; }
   uint64_t samples_per_epoch() const override { return per_rank_; }
@@ -79,19 +84,20 @@ class PipelineImpl final : public Pipeline {
 
  private:
   Status StartPass(int epoch, uint64_t consumed, uint64_t index_base);
-  void StopWorkers();
-  void SpawnWorkers();
+  // Joins every worker; with grace_ns >= 0, detaches the workers still running after that
+  // much real time (blocked in a read) instead of waiting for them.
+  void StopWorkers(int64_t grace_ns = -1) EXCLUDES(exit_mu_, stats_mu_);
+  void SpawnWorkers() EXCLUDES(exit_mu_);
+  template <typename Body>
+  void SpawnWorker(std::string name, Body body) EXCLUDES(exit_mu_);
   void ReadLoop(int id);
   void DecodeLoop(int id);
   bool DoDecode(Item* it, int worker);
   void DoAugment(Item* it, int worker, ResizeScratch* scratch);
   void TunerLoop();
-  bool Active(int stage, int id) const {
-    return id < target_atomic_[stage].load(std::memory_order_relaxed);
-  }
-  bool WaitActive(int stage, int id) EXCLUDES(thr_mu_);  // false when stopping
-  void ApplyThreads(int stage, int n) EXCLUDES(thr_mu_);
-  void ChooseTopology() EXCLUDES(thr_mu_, stats_mu_);
+  bool Active(int stage, int id) const { return targets_.Active(stage, id); }
+  bool WaitActive(int stage, int id) { return targets_.WaitActive(stage, id, stop_); }
+  void ChooseTopology() EXCLUDES(stats_mu_);
   void FinishItem(Item* it, const Status& st);  // any stage; st non-OK = skip or fail
   void Warn(const std::string& msg) EXCLUDES(stats_mu_);
   std::string StallReport(int64_t now, int64_t waited_ns) const;
@@ -111,6 +117,7 @@ class PipelineImpl final : public Pipeline {
 
   PipelineOptions opts_;
   Clock* clock_ = nullptr;
+  std::unique_ptr<CacheEnv> cache_;  // cache_dir: in front of the dataset's Env (outlives ds_)
   std::unique_ptr<Dataset> ds_;
   EpochPlanOptions plan_;
   RankInfo rank_;
@@ -145,12 +152,17 @@ class PipelineImpl final : public Pipeline {
   std::vector<ItemPtr> free_items_ GUARDED_BY(item_mu_);
 
   // Workers. Worker ids on the activity board: read threads first, then compute threads.
-  Mutex thr_mu_;
-  CondVar thr_cv_;
-  int target_[kNumStages] GUARDED_BY(thr_mu_) = {1, 1, 1, 1};
-  std::atomic<int> target_atomic_[kNumStages];
-  int max_threads_[kNumStages] = {1, 1, 1, 1};
+  WorkerTargets targets_;
   std::vector<std::thread> workers_;
+  // One flag per worker, set as its loop returns (workers_[i] <-> done_[i]); Stop() waits on
+  // exit_cv_ for them with a deadline. Shared with the thread, which may outlive a detach.
+  Mutex exit_mu_;
+  CondVar exit_cv_;
+  std::vector<std::shared_ptr<std::atomic<bool>>> done_;
+  std::string detached_;  // set when Stop() detached a worker blocked in a read
+  // A Next() that returned timed out: the wait it continues (consumer stats, watchdog).
+  bool next_pending_ = false, next_warned_ = false;
+  int64_t next_enter_ns_ = 0;
   std::thread tuner_thread_;
   Mutex tuner_mu_;
   CondVar tuner_cv_;
@@ -158,8 +170,7 @@ class PipelineImpl final : public Pipeline {
   // Metrics.
   StageCounters sc_[kNumStages];
   std::atomic<uint64_t> samples_out_{0}, batches_out_{0};
-  std::atomic<int64_t> consumer_wait_ns_{0}, consumer_busy_ns_{0};
-  std::atomic<uint64_t> consumer_calls_{0}, consumer_starved_{0};
+  ConsumerCounters consumer_;
   int64_t t_start_ns_ = 0;
   int64_t last_next_return_ns_ = 0;
   mutable Mutex stats_mu_;
@@ -199,6 +210,9 @@ Status PipelineImpl::Init() {
   // Ranges and choices from the options table, with messages naming the option.
   STOKER_RETURN_IF_ERROR(ValidatePipelineOptions(opts_));
   STOKER_ASSIGN_OR_RETURN(rank_, ResolveRank(opts_.rank, opts_.world_size));
+  STOKER_ASSIGN_OR_RETURN(
+      cache_, OpenPipelineCache(opts_, opts_.dataset.env ? opts_.dataset.env : Env::Default()));
+  if (cache_) opts_.dataset.env = cache_.get();
   STOKER_ASSIGN_OR_RETURN(ds_, OpenDataset(opts_.data, opts_.dataset));
   plan_.shuffle = opts_.shuffle;
   plan_.global_shuffle = ds_->random_access_is_cheap();
@@ -266,22 +280,10 @@ Status PipelineImpl::Init() {
   pf.min = 1;
   pf.max = max_prefetch;
   pf.value = opts_.prefetch > 0 ? opts_.prefetch : std::min(2, max_prefetch);
-  const int stage_of[2] = {kRead, kDecode};
-  {
-    MutexLock l(&thr_mu_);
-    for (int g = 0; g < 2; ++g) {
-      int s = stage_of[g];
-      max_threads_[s] = th[g].max;
-      target_[s] = th[g].value;
-      target_atomic_[s] = th[g].value;
-    }
-    max_threads_[kAugment] = max_threads_[kBatchStage] = 0;
-    target_[kAugment] = 0;
-    target_atomic_[kAugment] = 0;
-    target_atomic_[kBatchStage] = 0;
-  }
+  targets_.Init(kRead, th[0].max, th[0].value);
+  targets_.Init(kDecode, th[1].max, th[1].value);
   tuner_ = std::make_unique<Autotuner>(th, pf);
-  board_ = std::make_unique<ActivityBoard>(max_threads_[kRead] + max_threads_[kDecode]);
+  board_ = std::make_unique<ActivityBoard>(targets_.max(kRead) + targets_.max(kDecode));
 
   pool_ = std::make_shared<BatchPool>(opts_.allocator ? opts_.allocator : HostAllocator::Default(),
                                       batch_bytes, PoolBudget(pf.value),
@@ -329,6 +331,10 @@ Status PipelineImpl::ResumeEpoch(int epoch, uint64_t consumed) {
 }
 
 Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base) {
+  if (!detached_.empty())
+    return Status(StatusCode::kCancelled,
+                  fmt::format("the pipeline was stopped while {}; create a new pipeline", detached_));
+  next_pending_ = next_warned_ = false;
   STOKER_ASSIGN_OR_RETURN(order_, PlanEpoch(ds_->shards(), ds_->size(), epoch, plan_, consumed));
   // This rank's share of the remainder; drop_last drops its final partial batch.
   uint64_t per = order_.size();
@@ -336,6 +342,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
                                 : (per + opts_.batch_size - 1) / opts_.batch_size;
   if (opts_.drop_last) per = nb * opts_.batch_size;
   order_.resize(per);
+  if (cache_) cache_->SetPlan(CachePlanFromOrder(*ds_, order_));
   epoch_ = epoch;
   pass_consumed_ = consumed;
   pass_samples_ = per;
@@ -343,7 +350,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
   asm_->Reset(epoch, index_base, per);
   stop_ = false;
   if (auto_threads_) ChooseTopology();
-  size_t qcap = static_cast<size_t>(2 * max_threads_[kDecode] + 4);
+  size_t qcap = static_cast<size_t>(2 * targets_.max(kDecode) + 4);
   q_decode_ = std::make_unique<BoundedQueue<ItemPtr>>(qcap);
   if (t_start_ns_ == 0) t_start_ns_ = clock_->NowNanos();
   last_next_return_ns_ = 0;
@@ -367,11 +374,8 @@ void PipelineImpl::ChooseTopology() {
   o.compute_items = items - mark_compute_items_;
   o.compute_cpu_s = (cpu_ns - mark_compute_cpu_ns_) * 1e-9;
   o.fused = fused_;
-  {
-    MutexLock l(&thr_mu_);
-    o.read_threads = target_[kRead];
-    o.compute_threads = target_[kDecode];
-  }
+  o.read_threads = targets_.target(kRead);
+  o.compute_threads = targets_.target(kDecode);
   mark_read_ns_ = read_ns;
   mark_compute_cpu_ns_ = cpu_ns;
   mark_read_items_ = read_items;
@@ -379,73 +383,93 @@ void PipelineImpl::ChooseTopology() {
   TopologyDecision d = tuner_->ChooseTopology(o);
   if (!d.changed) return;
   fused_ = d.fused;
-  {
-    MutexLock l(&thr_mu_);
-    target_[kRead] = d.read_threads;
-    target_atomic_[kRead] = d.read_threads;
-    target_[kDecode] = d.compute_threads;
-    target_atomic_[kDecode] = d.compute_threads;
-  }
+  targets_.Set(kRead, d.read_threads);
+  targets_.Set(kDecode, d.compute_threads);
   MutexLock l(&stats_mu_);
   if (tuning_.size() < 1000)
     tuning_.push_back({(clock_->NowNanos() - t_start_ns_) * 1e-9, d.reason});
 }
 
+template <typename Body>
+void PipelineImpl::SpawnWorker(std::string name, Body body) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  done_.push_back(done);
+  // The thread keeps the pipeline alive: a worker detached by Stop() (blocked in a read)
+  // still finds everything it touches when the read returns.
+  workers_.emplace_back([self = shared_from_this(), done, name = std::move(name), body] {
+    SetThreadName(name);
+    body();
+    MutexLock l(&self->exit_mu_);
+    done->store(true);
+    self->exit_cv_.SignalAll();
+  });
+}
+
 void PipelineImpl::SpawnWorkers() {
-  for (int i = 0; i < max_threads_[kRead]; ++i)
-    workers_.emplace_back([this, i] {
-      SetThreadName("stk-read-" + std::to_string(i));
-      ReadLoop(i);
-    });
-  for (int i = 0; i < (fused_ ? 0 : max_threads_[kDecode]); ++i)
-    workers_.emplace_back([this, i] {
-      SetThreadName("stk-compute-" + std::to_string(i));
-      DecodeLoop(i);
-    });
+  for (int i = 0; i < targets_.max(kRead); ++i)
+    SpawnWorker("stk-read-" + std::to_string(i), [this, i] { ReadLoop(i); });
+  for (int i = 0; i < (fused_ ? 0 : targets_.max(kDecode)); ++i)
+    SpawnWorker("stk-compute-" + std::to_string(i), [this, i] { DecodeLoop(i); });
   if (autotune_) tuner_thread_ = std::thread([this] {
     SetThreadName("stk-tuner");
     TunerLoop();
   });
 }
 
-void PipelineImpl::StopWorkers() {
+void PipelineImpl::StopWorkers(int64_t grace_ns) {
   stop_ = true;
   if (asm_) asm_->WakeAll();
-  {
-    MutexLock l(&thr_mu_);
-    thr_cv_.SignalAll();
-  }
+  targets_.WakeAll();
   {
     MutexLock l(&tuner_mu_);
     tuner_cv_.SignalAll();
   }
   if (q_decode_) q_decode_->Close();
-  for (auto& t : workers_) t.join();
-  workers_.clear();
   if (tuner_thread_.joinable()) tuner_thread_.join();
+  if (grace_ns >= 0 && !workers_.empty()) {
+    auto all_done = [&] {
+      for (auto& d : done_)
+        if (!d->load()) return false;
+      return true;
+    };
+    const int64_t deadline = Clock::Real()->NowNanos() + grace_ns;
+    MutexLock l(&exit_mu_);
+    while (!all_done()) {
+      int64_t left = deadline - Clock::Real()->NowNanos();
+      if (left <= 0) break;
+      exit_cv_.WaitForNanos(&exit_mu_, left);
+    }
+  }
+  int stuck = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (grace_ns < 0 || done_[i]->load()) {
+      workers_[i].join();
+    } else {
+      workers_[i].detach();
+      ++stuck;
+    }
+  }
+  if (stuck > 0) {
+    // Name what they are blocked on, from the activity board.
+    int64_t now = clock_->NowNanos();
+    std::string what;
+    for (const auto& e : board_->Busy())
+      what += fmt::format("{}{} of sample '{}' ({}) for {:.1f} s", what.empty() ? "" : "; ",
+                          kStageNames[e.stage], ds_->Key(e.index), ds_->Location(e.index),
+                          (now - e.since_ns) * 1e-9);
+    detached_ = fmt::format("{} worker(s) were blocked in {}", stuck, what.empty() ? "a read" : what);
+    Warn(fmt::format("stop: {}; detached, they exit when their read returns", detached_));
+  }
+  workers_.clear();
+  done_.clear();
   // Recycle anything left in the queues.
   if (q_decode_)
     while (auto it = q_decode_->TryPop()) PutItem(std::move(*it));
 }
 
 void PipelineImpl::Stop() {
-  StopWorkers();
+  StopWorkers(/*grace_ns=*/1'000'000'000);
   if (asm_) asm_->Clear();
-}
-
-bool PipelineImpl::WaitActive(int stage, int id) {
-  if (Active(stage, id)) return !stop_;
-  MutexLock l(&thr_mu_);
-  thr_cv_.Wait(&thr_mu_, [&]() REQUIRES(thr_mu_) { return stop_.load() || id < target_[stage]; });
-  return !stop_;
-}
-
-void PipelineImpl::ApplyThreads(int stage, int n) {
-  n = std::clamp(n, 1, max_threads_[stage]);
-  MutexLock l(&thr_mu_);
-  target_[stage] = n;
-  target_atomic_[stage] = n;
-  thr_cv_.SignalAll();
 }
 
 void PipelineImpl::ReadLoop(int id) {
@@ -471,6 +495,10 @@ void PipelineImpl::ReadLoop(int id) {
     c.cpu_ns += clock_->ThreadCpuNanos() - c0;
     c.busy_ns += clock_->NowNanos() - t0;
     board_->End(worker);
+    if (stop_) {  // stopped during the read (maybe detached): touch no batch
+      PutItem(std::move(it));
+      break;
+    }
     c.items++;
     c.bytes += it->sample.bytes();
     if (!st.ok()) {
@@ -536,7 +564,7 @@ void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
 void PipelineImpl::DecodeLoop(int id) {
   StageCounters& c = sc_[kDecode];
   ResizeScratch scratch;
-  const int worker = max_threads_[kRead] + id;
+  const int worker = targets_.max(kRead) + id;
   for (;;) {
     if (!WaitActive(kDecode, id)) break;
     int64_t t0 = clock_->NowNanos();
@@ -567,24 +595,30 @@ void PipelineImpl::FinishItem(Item* it, const Status& st) {
   asm_->Finish(it, err);
 }
 
-Result<BatchPtr> PipelineImpl::Next() {
+Result<BatchPtr> PipelineImpl::NextWithin(int64_t max_wait_ns, bool* timed_out) {
+  *timed_out = false;
   if (!started_) return InvalidArgument("call StartEpoch before Next");
-  int64_t enter = clock_->NowNanos();
-  if (last_next_return_ns_ > 0) consumer_busy_ns_ += enter - last_next_return_ns_;
+  // A call after a timed-out one continues that wait.
+  const bool resumed = next_pending_;
+  next_pending_ = false;
+  int64_t enter = resumed ? next_enter_ns_ : clock_->NowNanos();
+  if (!resumed && last_next_return_ns_ > 0) consumer_.busy_ns += enter - last_next_return_ns_;
   const int64_t timeout_ns = static_cast<int64_t>(opts_.stall_timeout_s * 1e9);
-  // With the watchdog on, the wait wakes up every so often (real time) to look at the
-  // clock; a FakeClock advanced past the timeout is noticed at the next look.
-  const int64_t slice_ns = timeout_ns > 0 ? std::clamp<int64_t>(timeout_ns / 4, 1'000'000, 100'000'000) : 0;
+  // With the watchdog on (or a bounded wait), the wait wakes up every so often (real time)
+  // to look at the clock; a FakeClock advanced past the timeout is noticed at the next look.
+  int64_t slice_ns = timeout_ns > 0 ? std::clamp<int64_t>(timeout_ns / 4, 1'000'000, 100'000'000) : 0;
+  if (max_wait_ns >= 0) slice_ns = std::clamp<int64_t>(slice_ns > 0 ? std::min(slice_ns, max_wait_ns) : max_wait_ns, 1'000'000, 100'000'000);
+  const int64_t real_deadline = max_wait_ns >= 0 ? Clock::Real()->NowNanos() + max_wait_ns : 0;
   BatchState bs;
   Status fatal;
-  bool first = true, warned = false;
+  bool first = !resumed, warned = resumed && next_warned_;
   for (;;) {
     bool starved = false;
     BatchAssembler::Take t = asm_->TakeNext(&bs, &fatal, &starved, slice_ns);
     if (t == BatchAssembler::Take::kEnd) return EndOfStream();
     if (first) {
-      consumer_calls_++;
-      if (starved) consumer_starved_++;
+      consumer_.calls++;
+      if (starved) consumer_.starved++;
       first = false;
     }
     if (t == BatchAssembler::Take::kFatal) return fatal;
@@ -594,20 +628,28 @@ Result<BatchPtr> PipelineImpl::Next() {
     // last took one (which opened the window for another).
     int64_t now = clock_->NowNanos();
     int64_t waited = now - std::max(last_next_return_ns_, asm_->last_ready_ns());
-    if (waited < timeout_ns) continue;
-    std::string report = StallReport(now, waited);
-    if (opts_.on_stall == StallAction::kFail) {
-      Status st = DeadlineExceeded("{}", report);
-      asm_->SetFatal(st);
-      return st;
+    if (timeout_ns > 0 && waited >= timeout_ns) {
+      std::string report = StallReport(now, waited);
+      if (opts_.on_stall == StallAction::kFail) {
+        Status st = DeadlineExceeded("{}", report);
+        asm_->SetFatal(st);
+        return st;
+      }
+      if (!warned) {  // warn: once per wait, then keep waiting
+        Warn(report);
+        warned = true;
+      }
     }
-    if (!warned) {  // warn: once per wait, then keep waiting
-      Warn(report);
-      warned = true;
+    if (max_wait_ns >= 0 && Clock::Real()->NowNanos() >= real_deadline) {
+      next_pending_ = true;
+      next_warned_ = warned;
+      next_enter_ns_ = enter;
+      *timed_out = true;
+      return BatchPtr();
     }
   }
   int64_t now = clock_->NowNanos();
-  consumer_wait_ns_ += now - enter;
+  consumer_.wait_ns += now - enter;
   last_next_return_ns_ = now;
   if (!bs.error.ok()) {
     asm_->SetFatal(bs.error);
@@ -629,7 +671,7 @@ std::string PipelineImpl::StallReport(int64_t now, int64_t waited_ns) const {
       "of epoch {}",
       waited_ns * 1e-9, opts_.stall_timeout_s, asm_->consumer_batch(), epoch_);
   auto busy = board_->Busy();
-  const int readers = max_threads_[kRead];
+  const int readers = targets_.max(kRead);
   for (const auto& e : busy) {
     std::string name = e.worker < readers ? fmt::format("stk-read-{}", e.worker)
                                           : fmt::format("stk-compute-{}", e.worker - readers);
@@ -644,40 +686,18 @@ std::string PipelineImpl::StallReport(int64_t now, int64_t waited_ns) const {
 
 void PipelineImpl::TunerLoop() {
   const int64_t period_ns = 100'000'000;  // 100 ms on the pipeline's clock
-  // The tuner sees two thread groups: read (waits on storage) and compute (decode and
-  // augment, which run on the same threads).
-  struct Totals {
-    int64_t cpu = 0, wall = 0;
-    uint64_t items = 0;
-  };
-  auto totals = [this](int g) {
-    Totals t;
-    if (g == 0) {
-      t = {sc_[kRead].cpu_ns, sc_[kRead].busy_ns, sc_[kRead].items};
-    } else {
-      t = {sc_[kDecode].cpu_ns + sc_[kAugment].cpu_ns, sc_[kDecode].busy_ns + sc_[kAugment].busy_ns,
-           sc_[kDecode].items};
-    }
-    return t;
-  };
-  int64_t last_ns = clock_->NowNanos();
-  Totals last[2] = {totals(0), totals(1)};
-  uint64_t last_calls = consumer_calls_, last_starved = consumer_starved_;
-  int64_t last_busy = consumer_busy_ns_;
+  TunerSampler sampler(sc_, consumer_, clock_->NowNanos());
   for (;;) {
     {
       // Sleeps (real time) for what is left of the period on the clock; a FakeClock that
       // has not moved is looked at again a period later, so tests decide when steps run.
-      int64_t left = period_ns - (clock_->NowNanos() - last_ns);
+      int64_t left = period_ns - (clock_->NowNanos() - sampler.last_ns());
       MutexLock l(&tuner_mu_);
       if (!stop_ && left > 0) tuner_cv_.WaitForNanos(&tuner_mu_, std::clamp<int64_t>(left, 1'000'000, period_ns));
       if (stop_) return;
     }
     int64_t now = clock_->NowNanos();
-    if (now - last_ns < period_ns) continue;
-    AutotuneSnapshot snap;
-    snap.period_s = (now - last_ns) * 1e-9;
-    last_ns = now;
+    if (now - sampler.last_ns() < period_ns) continue;
     std::string budget_change;
     if (node_budget_->Refresh(now, &budget_change)) {
       cpu_budget_ = node_budget_->budgets().cpus;
@@ -685,32 +705,12 @@ void PipelineImpl::TunerLoop() {
       budget_why_ = node_budget_->budgets().why;
       tuning_.push_back({(now - t_start_ns_) * 1e-9, budget_change});
     }
-    snap.cpu_budget = cpu_budget_;
-    snap.batch_size = opts_.batch_size;
-    for (int g = 0; g < 2; ++g) {
-      Totals t = totals(g);
-      StageObservation o;
-      o.name = g == 0 ? "read" : "compute";
-      o.io_stage = g == 0;
-      o.items = t.items - last[g].items;
-      o.cpu_s = (t.cpu - last[g].cpu) * 1e-9;
-      o.wall_s = (t.wall - last[g].wall) * 1e-9;
-      last[g] = t;
-      snap.stages.push_back(o);
-    }
-    uint64_t calls = consumer_calls_, starved = consumer_starved_;
-    int64_t busy = consumer_busy_ns_;
-    snap.consumer_calls = calls - last_calls;
-    snap.consumer_starved_calls = starved - last_starved;
-    snap.consumer_busy_s = (busy - last_busy) * 1e-9;
-    last_calls = calls;
-    last_starved = starved;
-    last_busy = busy;
+    AutotuneSnapshot snap = sampler.Take(now, cpu_budget_, opts_.batch_size);
     std::vector<std::string> reasons;
     if (tuner_->Step(snap, &reasons)) {
       if (opts_.threads == 0 && !fused_) {
-        ApplyThreads(kRead, tuner_->threads(0));
-        ApplyThreads(kDecode, tuner_->threads(1));
+        targets_.Set(kRead, tuner_->threads(0));
+        targets_.Set(kDecode, tuner_->threads(1));
       }
       if (opts_.prefetch == 0 && tuner_->prefetch() != asm_->prefetch()) {
         pool_->SetBudget(PoolBudget(tuner_->prefetch()));
@@ -735,70 +735,20 @@ PipelineStats PipelineImpl::Stats() const {
     st.samples_per_s = st.samples / st.wall_s;
     st.mb_per_s = st.bytes_read / st.wall_s / 1e6;
   }
-  // Stages that run on the same threads share those threads' time: read, decode and
-  // augment in fused mode; decode and augment otherwise. Fractions are of the group's
-  // thread time (busy + waiting); the bottleneck is the busiest member of the busiest group.
-  const int group_of[3] = {0, fused_ ? 0 : 1, fused_ ? 0 : 1};
-  double g_busy[2] = {0, 0}, g_win[2] = {0, 0}, g_wout[2] = {0, 0};
-  for (int s = 0; s < 3; ++s) {
-    int g = group_of[s];
-    g_busy[g] += sc_[s].busy_ns * 1e-9;
-    g_win[g] += sc_[s].wait_in_ns * 1e-9;
-    g_wout[g] += sc_[s].wait_out_ns * 1e-9;
-  }
-  double best_util = -1, best_busy = -1;
-  int best_group = 0;
-  for (int g = 0; g < 2; ++g) {
-    double total = g_busy[g] + g_win[g] + g_wout[g];
-    double util = total > 0 ? g_busy[g] / total : 0;
-    if (total > 0 && util > best_util) {
-      best_util = util;
-      best_group = g;
-    }
-  }
-  for (int s = 0; s < kNumStages; ++s) {
-    StageStats ss;
-    ss.name = kStageNames[s];
-    ss.items = sc_[s].items;
-    ss.bytes = sc_[s].bytes;
-    ss.busy_s = sc_[s].busy_ns * 1e-9;
-    ss.cpu_s = sc_[s].cpu_ns * 1e-9;
-    ss.wait_input_s = sc_[s].wait_in_ns * 1e-9;
-    ss.wait_output_s = sc_[s].wait_out_ns * 1e-9;
-    uint64_t fs = sc_[s].fill_samples;
-    ss.queue_fill = fs ? sc_[s].fill_sum_permille / 1000.0 / fs : 0;
-    if (s == kBatchStage) {
-      if (st.wall_s > 0) ss.busy_frac = ss.busy_s / st.wall_s;
-    } else {
-      int g = group_of[s];
-      ss.threads = target_atomic_[g == 0 ? kRead : kDecode].load();
-      double total = g_busy[g] + g_win[g] + g_wout[g];
-      if (total > 0) {
-        ss.busy_frac = ss.busy_s / total;
-        ss.wait_input_frac = g_win[g] / total;
-        ss.wait_output_frac = g_wout[g] / total;
-      }
-      if (g == best_group && ss.busy_s > best_busy) {
-        best_busy = ss.busy_s;
-        st.bottleneck = ss.name;
-      }
-    }
-    st.stages.push_back(ss);
-  }
-  st.threads = target_atomic_[kRead].load() + (fused_ ? 0 : target_atomic_[kDecode].load());
-  st.consumer_wait_s = consumer_wait_ns_ * 1e-9;
-  double consumer_total = (consumer_wait_ns_ + consumer_busy_ns_) * 1e-9;
-  st.consumer_wait_frac = consumer_total > 0 ? st.consumer_wait_s / consumer_total : 0;
-  // When the consumer hardly waits and the stages mostly wait on their output, the
-  // consumer (the training step) is what bounds the pipeline.
-  if (consumer_total > 0 && st.consumer_wait_frac < 0.05 && best_util < 0.6)
-    st.bottleneck = "consumer";
+  StageTopology topo;
+  topo.fused = fused_;
+  topo.read_threads = targets_.target(kRead);
+  topo.compute_threads = targets_.target(kDecode);
+  SummarizeStages(sc_, topo, st.wall_s, consumer_, &st);
   st.prefetch = asm_->prefetch();
   st.memory_budget = memory_budget_;
   st.cpu_budget = cpu_budget_;
   st.buffer_bytes = pool_ ? pool_->allocated_bytes() : 0;
   st.autotune = autotune_;
   st.rank = rank_;
+  if (cache_) st.cache = CacheStatsOf(*cache_);
+  st.source_notes = ds_->notes();
+  st.source_counters = ds_->counters();
   MutexLock l(&stats_mu_);
   st.skipped = skipped_count_;
   st.budget_source = budget_why_;
@@ -810,10 +760,41 @@ PipelineStats PipelineImpl::Stats() const {
 
 }  // namespace
 
+namespace {
+
+// What Create() hands out: owns the pipeline with the worker threads, each of which holds a
+// reference too, so that a worker detached by Stop() (blocked in a read) outlives the handle
+// safely. Forwards every call.
+class PipelineHandle final : public Pipeline {
+ public:
+  explicit PipelineHandle(std::shared_ptr<PipelineImpl> p) : p_(std::move(p)) {}
+  ~PipelineHandle() override { p_->Stop(); }
+  Status StartEpoch(int epoch, uint64_t start_batch) override { return p_->StartEpoch(epoch, start_batch); }
+  Status ResumeEpoch(int epoch, uint64_t consumed) override { return p_->ResumeEpoch(epoch, consumed); }
+  Result<BatchPtr> NextWithin(int64_t max_wait_ns, bool* timed_out) override {
+    return p_->NextWithin(max_wait_ns, timed_out);
+  }
+  void Stop() override { p_->Stop(); }
+  uint64_t batches_per_epoch() const override { return p_->batches_per_epoch(); }
+  uint64_t samples_per_epoch() const override { return p_->samples_per_epoch(); }
+  uint64_t pass_batches() const override { return p_->pass_batches(); }
+  uint64_t ConsumedAfter(uint64_t batches) const override { return p_->ConsumedAfter(batches); }
+  std::string Fingerprint() const override { return p_->Fingerprint(); }
+  const Dataset& dataset() const override { return p_->dataset(); }
+  PipelineStats Stats() const override { return p_->Stats(); }
+  const PipelineOptions& options() const override { return p_->options(); }
+  Result<std::vector<uint64_t>> EpochOrder(int epoch) const override { return p_->EpochOrder(epoch); }
+
+ private:
+  std::shared_ptr<PipelineImpl> p_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Pipeline>> Pipeline::Create(const PipelineOptions& opts) {
-  auto p = std::make_unique<PipelineImpl>(opts);
+  auto p = std::make_shared<PipelineImpl>(opts);
   STOKER_RETURN_IF_ERROR(p->Init());
-  return std::unique_ptr<Pipeline>(std::move(p));
+  return std::unique_ptr<Pipeline>(std::make_unique<PipelineHandle>(std::move(p)));
 }
 
 }  // namespace stoker

@@ -32,6 +32,8 @@ namespace stoker {
 enum class ErrorPolicy { kFail, kSkip };
 enum class RankBalance { kPad, kDrop };  // equalize per-rank sample counts
 enum class StallAction { kFail, kWarn };
+enum class ComputeDevice { kCpu, kCuda };
+enum class GpuDecode { kAuto, kOn, kOff };  // decode + augment on the GPU (docs/gpu.md)
 enum class DecodeMode {
   kTrain,  // RandomResizedCrop(image_size) + random horizontal flip + normalize
   kVal,    // Resize(val_resize) + CenterCrop(image_size) + normalize
@@ -72,6 +74,10 @@ struct PipelineOptions {
   int64_t memory_budget = 0;        // bytes for batch and sample buffers; 0 = auto
   int cpu_budget = 0;               // cores the pipeline may use; 0 = all available
 
+  // Node-wide local cache of the dataset's files (io/cache_env.h, docs/cache.md): "" = off.
+  std::string cache_dir;
+  int64_t cache_limit = 0;          // bytes; 0 = auto (80 % of the free space there)
+
   ErrorPolicy on_error = ErrorPolicy::kFail;
   // Stall watchdog: when Next() has waited this long with no batch produced, it fails with
   // kDeadlineExceeded (kWarn: reports through `log` and Stats().warnings, keeps waiting),
@@ -82,6 +88,12 @@ struct PipelineOptions {
   // its threads, so it must be thread-safe. The library never prints.
   std::function<void(const std::string&)> log;
   Clock* clock = nullptr;           // default: real clock
+  // The GPU path (src/gpu/device_stage.h, docs/gpu.md): with device=cuda, JPEG decode and
+  // augmentation run on the GPU when gpu_decode is on, or when auto's measurements say it
+  // pays off; batches are then device memory. The CPU engine itself ignores these.
+  ComputeDevice device = ComputeDevice::kCpu;
+  GpuDecode gpu_decode = GpuDecode::kAuto;
+  int64_t gpu_hybrid_threshold = 1000 * 1000;  // pixels above which Huffman runs on the GPU
   HostAllocator* allocator = nullptr;  // batch buffers; default HostAllocator::Default()
 };
 
@@ -123,8 +135,20 @@ class Pipeline {
   virtual Status ResumeEpoch(int epoch, uint64_t consumed) = 0;
   // The next batch, in order; kOutOfRange at the end of the epoch; on a failing sample
   // with ErrorPolicy::kFail, the error (naming file and member) after all earlier batches.
-  virtual Result<BatchPtr> Next() = 0;
-  // Stops every worker thread (also done by the destructor). Idempotent.
+  Result<BatchPtr> Next() {
+    bool timed_out = false;
+    return NextWithin(-1, &timed_out);
+  }
+  // As Next(), but returns after at most max_wait_ns of real time (-1: no limit) with a
+  // null batch and *timed_out = true when none was ready; the next call continues the same
+  // wait (the stall watchdog and the consumer's wait time count it as one). For callers that
+  // must look at something between waits, such as Python's Ctrl-C.
+  virtual Result<BatchPtr> NextWithin(int64_t max_wait_ns, bool* timed_out) = 0;
+  // Stops every worker thread (also done by the destructor). Idempotent and prompt: a
+  // worker still blocked in a read a second after the stop (a hung mount) is detached, keeps
+  // what it uses alive until its read returns, and then exits without touching any batch;
+  // the pipeline then refuses StartEpoch (a warning in Stats() names the blocked read).
+  // The Env the dataset reads through must outlive such a read (Env::Default() does).
   virtual void Stop() = 0;
 
   virtual uint64_t batches_per_epoch() const = 0;

@@ -408,6 +408,74 @@ TEST_F(RawFolder, StallWatchdogIsQuietBeforeTheTimeout) {
   EXPECT_EQ(batches, 13);
 }
 
+// A read that never returns (a hung mount) must not hang Stop() or the destructor: the
+// blocked worker is detached after a second, the pipeline names it and refuses a new epoch,
+// and the worker exits cleanly once the read returns.
+TEST_F(RawFolder, StopIsPromptWithAReadBlockedForever) {
+  FaultInjectionEnv env;
+  env.AddRule({.path_contains = "class0/f0.jpg", .block = true});
+  auto o = Opts();
+  o.shuffle = false;
+  o.threads = 2;
+  o.dataset.env = &env;
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE((*p)->StartEpoch(0).ok());
+  ASSERT_TRUE(env.WaitUntilBlocked(1));
+  auto t0 = std::chrono::steady_clock::now();
+  (*p)->Stop();
+  double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(stop_s, 30.0);  // the grace is 1 s; a join would wait forever
+  PipelineStats st = (*p)->Stats();
+  ASSERT_FALSE(st.warnings.empty());
+  EXPECT_NE(st.warnings.back().find("read of sample 'class0/f0'"), std::string::npos)
+      << st.warnings.back();
+  Status again = (*p)->StartEpoch(1);
+  EXPECT_EQ(again.code(), StatusCode::kCancelled);
+  EXPECT_NE(again.message().find("create a new pipeline"), std::string::npos) << again.message();
+  p->reset();  // the handle goes; the detached worker still holds the pipeline
+  env.ReleaseBlocked();
+  for (int i = 0; i < 600 && env.blocked() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(env.blocked(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it finish before env goes
+}
+
+// NextWithin: a bounded wait returns "timed out" with no batch, and the next call continues
+// the same wait (counted once); then the batches arrive in order as from Next().
+TEST_F(RawFolder, NextWithinTimesOutAndContinuesTheWait) {
+  FaultInjectionEnv env;
+  env.AddRule({.path_contains = "class0/f0.jpg", .block = true});
+  auto o = Opts();
+  o.shuffle = false;
+  o.threads = 1;
+  o.dataset.env = &env;
+  auto p = Pipeline::Create(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE((*p)->StartEpoch(0).ok());
+  ASSERT_TRUE(env.WaitUntilBlocked(1));
+  for (int i = 0; i < 3; ++i) {
+    bool timed_out = false;
+    auto b = (*p)->NextWithin(20'000'000, &timed_out);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_TRUE(timed_out);
+    EXPECT_EQ(*b, nullptr);
+  }
+  env.ReleaseBlocked();
+  bool timed_out = true;
+  Result<BatchPtr> b = BatchPtr();
+  for (int i = 0; i < 6000 && timed_out; ++i) b = (*p)->NextWithin(10'000'000, &timed_out);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_NE(*b, nullptr);
+  EXPECT_EQ((*b)->index, 0u);
+  int batches = 1;
+  while ((*p)->Next().ok()) ++batches;
+  EXPECT_EQ(batches, 13);
+  // One consumer call per batch delivered (plus the end), not one per timed-out wait.
+  PipelineStats st = (*p)->Stats();
+  EXPECT_EQ(st.batches, 13u);
+}
+
 // Elastic resume through the pipeline: W ranks take k batches each; W' ranks resume from
 // the global position every rank computed. Keys checked as a multiset.
 struct ElasticCase {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,27 @@ struct TuningEvent {
   std::string what;  // "decode threads 1 -> 2", "prefetch 2 -> 4"
 };
 
+// The node-wide cache in front of the dataset (cache_dir; io/cache_env.h). Bytes are this
+// process's.
+struct PipelineCacheStats {
+  bool enabled = false;
+  std::string dir;
+  int64_t limit_bytes = 0;
+  double hit_rate = 0;           // share of bytes read that did not come from the source in
+                                 // this run (entries fetched by this process are misses)
+  uint64_t hit_bytes = 0;        // read from local entries (warm or just fetched)
+  uint64_t stream_bytes = 0;     // read through to the source, uncached
+  uint64_t fetched_bytes = 0;    // copied from the source into the cache by this process
+  uint64_t source_bytes = 0;     // every byte this process read from the source
+  uint64_t fetches = 0;          // entries this process fetched
+  uint64_t shared_entries = 0;   // entries found complete (fetched earlier or by another rank)
+  uint64_t evictions = 0;
+  uint64_t corrupt_entries = 0;  // entries that failed their check on open (fetched again)
+  double stall_s = 0;            // readers waiting for a fetch (summed over reader threads)
+  int64_t occupancy_bytes = 0;   // the directory at the last scan
+  int64_t max_occupancy_bytes = 0;
+};
+
 struct PipelineStats {
   double wall_s = 0;
   uint64_t samples = 0, batches = 0, bytes_read = 0;
@@ -54,6 +76,11 @@ struct PipelineStats {
   std::vector<TuningEvent> tuning;
   bool autotune = false;
   RankInfo rank;
+  PipelineCacheStats cache;
+  // What the data source itself reports (Dataset::notes() and counters()): "shard read
+  // sequentially", gzip stream restarts, a stream's lag, a cache's hits. JSON: "source".
+  std::vector<std::string> source_notes;
+  std::map<std::string, double> source_counters;
 };
 
 }  // namespace stoker

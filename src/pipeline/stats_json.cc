@@ -48,6 +48,29 @@ std::string StatsToJson(const PipelineStats& st, const StatsRunInfo* run, int in
   }
   auto& tuning = j["tuning"] = json::array();
   for (const auto& t : st.tuning) tuning.push_back({{"t_s", t.t_s}, {"what", t.what}});
+  if (st.cache.enabled) {
+    const auto& c = st.cache;
+    j["cache"] = {{"dir", c.dir},
+                  {"limit_bytes", c.limit_bytes},
+                  {"hit_rate", c.hit_rate},
+                  {"hit_bytes", c.hit_bytes},
+                  {"stream_bytes", c.stream_bytes},
+                  {"fetched_bytes", c.fetched_bytes},
+                  {"source_bytes", c.source_bytes},
+                  {"fetches", c.fetches},
+                  {"shared_entries", c.shared_entries},
+                  {"evictions", c.evictions},
+                  {"corrupt_entries", c.corrupt_entries},
+                  {"stall_s", c.stall_s},
+                  {"occupancy_bytes", c.occupancy_bytes},
+                  {"max_occupancy_bytes", c.max_occupancy_bytes}};
+  }
+  if (!st.source_notes.empty() || !st.source_counters.empty()) {
+    auto& src = j["source"] = json::object();
+    src["notes"] = st.source_notes;
+    src["counters"] = json::object();
+    for (const auto& [k, v] : st.source_counters) src["counters"][k] = v;
+  }
   if (run) {
     j["data"] = run->data;
     if (run->epochs > 0) j["epochs"] = run->epochs;
@@ -227,6 +250,42 @@ Result<PipelineStats> StatsFromJson(std::string_view text, const std::string& na
       g.Num("t_s", &ev.t_s);
       g.Str("what", &ev.what);
       st.tuning.push_back(std::move(ev));
+    }
+  }
+  if (auto it = o->find("cache"); it != o->end() && it->is_object() && err.ok()) {
+    auto& c = st.cache;
+    c.enabled = true;
+    Fields g(*it, name, "cache.", &err);
+    g.Str("dir", &c.dir);
+    g.Int64("limit_bytes", &c.limit_bytes);
+    g.Num("hit_rate", &c.hit_rate);
+    g.Count("hit_bytes", &c.hit_bytes);
+    g.Count("stream_bytes", &c.stream_bytes);
+    g.Count("fetched_bytes", &c.fetched_bytes);
+    g.Count("source_bytes", &c.source_bytes);
+    g.Count("fetches", &c.fetches);
+    g.Count("shared_entries", &c.shared_entries);
+    g.Count("evictions", &c.evictions);
+    g.Count("corrupt_entries", &c.corrupt_entries);
+    g.Num("stall_s", &c.stall_s);
+    g.Int64("occupancy_bytes", &c.occupancy_bytes);
+    g.Int64("max_occupancy_bytes", &c.max_occupancy_bytes);
+  }
+  if (auto it = o->find("source"); it != o->end() && !it->is_null()) {
+    if (!it->is_object())
+      return InvalidArgument("{}: \"source\" must be an object, got {}", name, it->type_name());
+    Fields g(*it, name, "source.", &err);
+    g.Strings("notes", &st.source_notes);
+    if (auto c = it->find("counters"); c != it->end() && !c->is_null()) {
+      if (!c->is_object())
+        return InvalidArgument("{}: source.\"counters\" must be an object, got {}", name,
+                               c->type_name());
+      for (const auto& [k, v] : c->items()) {
+        if (!v.is_number())
+          return InvalidArgument("{}: source.counters.\"{}\" must be a number, got {}", name, k,
+                                 v.type_name());
+        st.source_counters[k] = v.get<double>();
+      }
     }
   }
   if (run) {

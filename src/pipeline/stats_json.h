@@ -6,7 +6,9 @@
 //   consumer_wait_s, consumer_wait_frac, rank, world_size, rank_source, skipped,
 //   skipped_items, stages [{name, threads, items, bytes, busy_s, cpu_s, wait_input_s,
 //   wait_output_s, busy_frac, wait_input_frac, wait_output_frac, queue_fill}],
-//   tuning [{t_s, what}]
+//   tuning [{t_s, what}], cache {dir, limit_bytes, hit_rate, hit_bytes, stream_bytes,
+//   fetched_bytes, source_bytes, fetches, shared_entries, evictions, corrupt_entries,
+//   stall_s, occupancy_bytes, max_occupancy_bytes} (only with cache_dir)
 // plus, for a run (StatsRunInfo): data, epochs, batch_size, peak_rss_bytes.
 //
 // Reading: unknown keys are ignored (files from newer versions read), a missing key keeps

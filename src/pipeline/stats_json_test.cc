@@ -96,10 +96,14 @@ void ExpectSame(const PipelineStats& a, const PipelineStats& b) {
   EXPECT_EQ(a.rank.rank, b.rank.rank);
   EXPECT_EQ(a.rank.world_size, b.rank.world_size);
   EXPECT_EQ(a.rank.source, b.rank.source);
+  EXPECT_EQ(a.source_notes, b.source_notes);
+  EXPECT_EQ(a.source_counters, b.source_counters);
 }
 
 TEST(StatsJson, RoundTripIsExact) {
   PipelineStats st = Sample();
+  st.source_notes = {"a.tgz: gzip-compressed, read sequentially"};
+  st.source_counters = {{"stream_restarts", 3}, {"lag_messages", 12.5}};
   StatsRunInfo run{"imgs", 2, 32, 75329536};
   for (int indent : {2, -1}) {
     std::string text = StatsToJson(st, &run, indent);
@@ -205,6 +209,9 @@ TEST(StatsJson, BadInputIsAClearError) {
       {R"({"stages": [], "tuning": {"t_s": 1}})", "\"tuning\" must be an array, got object"},
       {R"({"stages": [], "tuning": [{"t_s": "soon"}]})", "tuning[0].\"t_s\" must be a number"},
       {R"({"stages": [], "threads": 1e12})", "\"threads\" must be an integer, got 1000000000000.0"},
+      {R"({"stages": [], "source": [1]})", "m.json: \"source\" must be an object, got array"},
+      {R"({"stages": [], "source": {"notes": [3]}})", "source.\"notes\" must be an array of strings"},
+      {R"({"stages": [], "source": {"counters": {"hits": "x"}}})", "source.counters.\"hits\" must be a number, got string"},
   };
   for (const auto& c : cases) {
     auto r = StatsFromJson(c.text, "m.json");

@@ -1,5 +1,7 @@
 #include "plan/plan.h"
 
+#include "gpu/offload_model.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -638,6 +640,23 @@ Result<PlanReport> Plan(const PlanInputs& in) {
         in.batch_size * in.gpu_decode_ms, in.batch_size,
         100 * in.batch_size * in.gpu_decode_ms / 1000 / step_s, 100 * in.decode_share,
         r.cores_per_node_needed, r.cores_per_node_needed_gpu_decode);
+    // The offload model, per GPU: its share of the node's cores, its training rate as the
+    // demand, the warm scenario's GPU busy share.
+    gpu::OffloadInputs oi;
+    oi.cpu_cores = std::max(1, cores / std::max(1, std::min(in.gpus, in.gpus_per_node)));
+    oi.cpu_s_per_image = cpu_s;
+    oi.required_images_per_s = in.gpu_samples_per_s;
+    oi.gpu_busy_frac = r.warm.gpu_util;
+    oi.gpu_s_per_image = in.gpu_decode_ms / 1000;
+    oi.host_s_per_image = cpu_s * (1 - in.decode_share);
+    const gpu::OffloadDecision od = gpu::DecideOffload(oi);
+    r.offload_verdict = gpu::OffloadVerdictName(od.verdict);
+    r.offload_reason = od.reason;
+    if (od.use_gpu != r.gpu_decode_pays && od.verdict != gpu::OffloadVerdict::kUnknown)
+      r.notes.push_back(fmt::format("GPU decode: the simulation says it {} ({:+.0f}%), the "
+                                    "offload model says {} ({})",
+                                    r.gpu_decode_pays ? "pays" : "does not pay", 100 * gain,
+                                    r.offload_verdict, od.reason));
   }
 
   // What-if: GPUs in the cluster vs the cores they need (the node's need, scaled, while the

@@ -168,6 +168,11 @@ struct PlanReport {
   bool gpu_decode_pays = false;
   std::string gpu_decode_reason;
   int cores_per_node_needed_gpu_decode = 0;
+  // The same question asked of the pipeline's offload model (src/gpu/offload_model.h: what
+  // gpu_decode=auto and the doctor's gpu.preprocess_offload use), per GPU, on the warm
+  // scenario's numbers: its verdict ("offload", "cpu-keeps-up", "gpu-busy", "no-gain") and
+  // its reason. A disagreement with the simulation is named in `notes`.
+  std::string offload_verdict, offload_reason;
   std::vector<std::string> notes;      // limits hit, assumptions, contradictions resolved
   // What-if curves.
   std::vector<CurvePoint> gpus_vs_cores;   // x total GPUs, y cores needed in total (0 = not

@@ -246,11 +246,14 @@ TEST(PlanTest, GpuDecodePaysWhenCpuShortAndGpuHasHeadroom) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->gpu_decode_pays) << r->gpu_decode_reason;
   EXPECT_NEAR(r->gpu_decode.cluster_samples_per_s, 16000 / 1.05, 300);
+  // The pipeline's offload model (gpu_decode=auto, the doctor) agrees.
+  EXPECT_EQ(r->offload_verdict, "offload") << r->offload_reason;
   // With enough cores the GPU time is pure cost.
   in.cores_per_node = 32;
   auto r2 = Plan(in);
   ASSERT_TRUE(r2.ok());
   EXPECT_FALSE(r2->gpu_decode_pays);
+  EXPECT_EQ(r2->offload_verdict, "cpu-keeps-up") << r2->offload_reason;
 }
 
 TEST(PlanTest, ContradictoryInputsAreInvalidArgument) {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/html.h"
 #include "plan/plan.h"
 
 namespace stoker::plan {
@@ -57,69 +58,34 @@ nlohmann::json ScenarioJson(const Scenario& s) {
             {"bottleneck", s.node.bottleneck}}}};
 }
 
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
-  }
-  return o;
-}
+std::string Esc(const std::string& s) { return html::Escape(s); }
 
-// A line chart with up to two series, one y axis each (left: y, right: y2).
+// A line chart with two series, one y axis each (left: y, right: y2 * y2scale).
 std::string Chart(const std::string& title, const std::vector<CurvePoint>& pts, bool logx,
                   const std::string& xlabel, const std::string& ylabel, const std::string& y2label,
                   double y2scale, const std::string& (*xfmt)(double, std::string&)) {
-  const int W = 560, H = 260, L = 64, R = 64, T = 30, B = 44;
-  if (pts.empty()) return "";
-  auto X = [&](double x) { return logx ? std::log2(std::max(x, 1e-9)) : x; };
-  double x0 = X(pts.front().x), x1 = X(pts.back().x);
-  if (x1 <= x0) x1 = x0 + 1;
-  double ymax = 0, y2max = 0;
+  html::LineChart c;
+  c.title = title;
+  c.x_label = xlabel;
+  c.y_label = ylabel;
+  c.y2_label = y2label;
+  c.log2_x = logx;
+  c.width = 560;
+  c.height = 260;
+  c.x_format = [xfmt](double x) {
+    std::string buf;
+    return xfmt(x, buf);
+  };
+  html::Series a, b;
+  b.right_axis = true;
+  b.dashed = true;
+  b.color = html::SeriesColor(3);
   for (const auto& p : pts) {
-    ymax = std::max(ymax, p.y);
-    y2max = std::max(y2max, p.y2 * y2scale);
+    a.points.push_back({p.x, p.y});
+    b.points.push_back({p.x, p.y2 * y2scale});
   }
-  if (ymax <= 0) ymax = 1;
-  if (y2max <= 0) y2max = 1;
-  auto px = [&](double x) { return L + (X(x) - x0) / (x1 - x0) * (W - L - R); };
-  auto py = [&](double y, double m) { return T + (1 - y / m) * (H - T - B); };
-  std::string o = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' "
-      "font-size='11'><text x='{}' y='16' font-size='13' font-weight='bold'>{}</text>",
-      W, H, L, Esc(title));
-  o += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='#888'/>", L, H - B, W - R, H - B);
-  o += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='#888'/>", L, T, L, H - B);
-  for (int i = 0; i <= 4; ++i) {
-    double y = ymax * i / 4, y2 = y2max * i / 4;
-    o += fmt::format("<text x='{}' y='{:.0f}' text-anchor='end' fill='#1f77b4'>{:.3g}</text>", L - 4,
-                     py(y, ymax) + 4, y);
-    o += fmt::format("<text x='{}' y='{:.0f}' fill='#d62728'>{:.3g}</text>", W - R + 4, py(y2, y2max) + 4, y2);
-  }
-  std::string buf;
-  for (const auto& p : pts)
-    o += fmt::format("<text x='{:.0f}' y='{}' text-anchor='middle'>{}</text>", px(p.x), H - B + 14,
-                     Esc(xfmt(p.x, buf)));
-  std::string l1, l2;
-  for (const auto& p : pts) {
-    l1 += fmt::format("{:.1f},{:.1f} ", px(p.x), py(p.y, ymax));
-    l2 += fmt::format("{:.1f},{:.1f} ", px(p.x), py(p.y2 * y2scale, y2max));
-  }
-  o += "<polyline fill='none' stroke='#1f77b4' stroke-width='2' points='" + l1 + "'/>";
-  o += "<polyline fill='none' stroke='#d62728' stroke-width='2' stroke-dasharray='5,3' points='" + l2 + "'/>";
-  for (const auto& p : pts)
-    o += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='#1f77b4'/>", px(p.x), py(p.y, ymax));
-  o += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{}</text>", (L + W - R) / 2, H - 8, Esc(xlabel));
-  o += fmt::format("<text x='12' y='{}' fill='#1f77b4' transform='rotate(-90 12 {})' "
-                   "text-anchor='middle'>{}</text>",
-                   (T + H - B) / 2, (T + H - B) / 2, Esc(ylabel));
-  o += fmt::format("<text x='{}' y='{}' fill='#d62728' transform='rotate(90 {} {})' "
-                   "text-anchor='middle'>{}</text>",
-                   W - 10, (T + H - B) / 2, W - 10, (T + H - B) / 2, Esc(y2label));
-  o += "</svg>";
-  return o;
+  c.series = {std::move(a), std::move(b)};
+  return html::Render(c);
 }
 
 const std::string& FmtCount(double x, std::string& buf) {
@@ -166,6 +132,9 @@ std::string FormatReport(const PlanReport& r) {
                    Bytes(r.cache_bytes_for_target), 100 * in.target_hit_rate, Bytes(r.cache_bytes_all));
   o += fmt::format("GPU preprocessing {}: {}\n", r.gpu_decode_pays ? "pays" : "does not pay",
                    r.gpu_decode_reason);
+  if (!r.offload_verdict.empty())
+    o += fmt::format("  offload model (gpu_decode=auto, doctor): {}: {}\n", r.offload_verdict,
+                     r.offload_reason);
   for (const auto& n : r.notes) o += "note: " + n + "\n";
   o += fmt::format("(planned in {:.0f} ms)\n", r.compute_ms);
   return o;
@@ -219,6 +188,8 @@ std::string ReportJson(const PlanReport& r) {
   j["total_time_s"] = r.total_time_s;
   j["gpu_decode_pays"] = r.gpu_decode_pays;
   j["gpu_decode_reason"] = r.gpu_decode_reason;
+  j["offload_verdict"] = r.offload_verdict;
+  j["offload_reason"] = r.offload_reason;
   j["notes"] = r.notes;
   auto curve = [](const std::vector<CurvePoint>& c, const char* x, const char* y, const char* y2) {
     nlohmann::json a = nlohmann::json::array();
@@ -232,11 +203,7 @@ std::string ReportJson(const PlanReport& r) {
 }
 
 std::string ReportHtml(const PlanReport& r) {
-  std::string o =
-      "<!doctype html><html><head><meta charset='utf-8'><title>stoker plan</title><style>"
-      "body{font-family:sans-serif;max-width:1000px;margin:2em auto}pre{background:#f6f6f6;"
-      "padding:1em;white-space:pre-wrap}table{border-collapse:collapse}td,th{border:1px solid "
-      "#ccc;padding:3px 8px;text-align:right}</style></head><body><h1>stoker plan</h1>";
+  std::string o = html::PageOpen("stoker plan") + "<h1>stoker plan</h1>";
   o += "<pre>" + Esc(FormatReport(r)) + "</pre>";
   o += "<h2>What if: GPUs vs cores</h2><p>Blue: CPU cores the cluster needs in total (0 where "
        "cores cannot reach the utilization: shared storage limits it). Red (dashed): expected GPU "
@@ -254,7 +221,7 @@ std::string ReportHtml(const PlanReport& r) {
   o += "<table><tr><th>cache/node</th><th>hit %</th><th>warm epoch s</th></tr>";
   for (const auto& p : r.cache_vs_epoch)
     o += fmt::format("<tr><td>{}</td><td>{:.0f}</td><td>{:.1f}</td></tr>", Bytes(p.x), 100 * p.y2, p.y);
-  o += "</table></body></html>\n";
+  o += "</table>" + html::PageClose();
   return o;
 }
 

@@ -232,6 +232,47 @@ TEST(ProcSampler, RatesOverAFakeProcTree) {
   fs::remove_all(root);
 }
 
+// A DataLoader worker that starts late: its cores are over its own span, not the whole
+// period (which would dilute a busy worker into an idle-looking one).
+TEST(ProcSampler, AttributionRatesAreOverEachRolesActiveSpan) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("stoker_proc_span_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto write = [&](const std::string& rel, const std::string& text) {
+    fs::create_directories((root / rel).parent_path());
+    std::ofstream(root / rel) << text;
+  };
+  long hz = ::sysconf(_SC_CLK_TCK);
+  auto stat = [&](int pid, int ppid, long ticks) {
+    return fmt::format("{} (p) R {} 0 0 0 0 0 0 0 0 0 {} 0 0 0", pid, ppid, ticks);
+  };
+  write("stat", "cpu 0 0 0 0 0 0 0 0\n");
+  write("100/stat", stat(100, 1, 0));
+  ProcSampler p(100, root.string());
+  p.SetRoles({100}, {101});
+  GpuSample g;
+  for (int t = 0; t <= 2; ++t) {  // the main process alone, half a core
+    write("100/stat", stat(100, 1, t * hz / 2));
+    p.Sample(t, &g);
+  }
+  // The worker is born between t=2 and t=3 and runs flat out until t=4.
+  write("101/stat", stat(101, 100, hz));
+  write("100/stat", stat(100, 1, 3 * hz / 2));
+  p.Sample(3, &g);
+  write("101/stat", stat(101, 100, 2 * hz));
+  write("100/stat", stat(100, 1, 2 * hz));
+  p.Sample(4, &g);
+  CpuAttribution a = p.Attribution();
+  EXPECT_NEAR(a.duration_s, 4.0, 1e-9);
+  EXPECT_EQ(a.workers.procs, 1);
+  EXPECT_NEAR(a.workers.active_s, 2.0, 1e-9);  // from the sample before its birth
+  EXPECT_NEAR(a.workers.cores, 1.0, 1e-9);     // 2 s of CPU over 2 s, not over 4
+  EXPECT_NEAR(a.main.active_s, 4.0, 1e-9);
+  EXPECT_NEAR(a.main.cores, 0.5, 1e-9);
+  EXPECT_NEAR(a.tree_cores, 1.0, 1e-9);  // (2 + 2) s over the whole 4 s
+  fs::remove_all(root);
+}
+
 TEST(NvmlSampler, MissingLibraryIsACleanError) {
   auto n = NvmlSampler::Open("libstoker-does-not-exist.so.1");
   ASSERT_FALSE(n.ok());

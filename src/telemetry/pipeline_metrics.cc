@@ -27,6 +27,16 @@ Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::s
   m.cpus = std::max(0, st.cpu_budget);
   m.consumer_wait_frac = st.consumer_wait_frac;
   m.bottleneck = st.bottleneck;
+  if (st.cache.enabled) {
+    m.cache = true;
+    m.cache_hit_rate = st.cache.hit_rate;
+    m.cache_stall_s = st.cache.stall_s;
+    m.cache_fetched_bytes = st.cache.fetched_bytes;
+    m.cache_stream_bytes = st.cache.stream_bytes;
+    m.cache_shared_entries = st.cache.shared_entries;
+    m.cache_evictions = st.cache.evictions;
+    m.cache_limit_bytes = st.cache.limit_bytes;
+  }
   for (const auto& s : st.stages) {
     StageMetrics sm;
     sm.name = s.name;

@@ -30,6 +30,12 @@ struct PipelineMetrics {
   int threads = 0;
   int cpus = 0;  // cores available to the run, when recorded ("cpus" or "cpu_budget")
   double consumer_wait_frac = 0;
+  // The node-wide cache (cache_dir), when the run had one.
+  bool cache = false;
+  double cache_hit_rate = 0, cache_stall_s = 0;
+  uint64_t cache_fetched_bytes = 0, cache_stream_bytes = 0, cache_shared_entries = 0;
+  uint64_t cache_evictions = 0;
+  int64_t cache_limit_bytes = 0;
 };
 
 // `text` is the JSON object; it may also be nested under "pipeline" or "stats".

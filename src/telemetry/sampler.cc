@@ -278,6 +278,8 @@ CpuAttribution ProcSampler::Attribution() const {
   for (const auto& [pid, p] : acc_) {
     PidAcc& r = roles[RoleOf(pid)];
     ++out[RoleOf(pid)]->procs;
+    if (p.first_t >= 0 && (r.first_t < 0 || p.first_t < r.first_t)) r.first_t = p.first_t;
+    r.last_t = std::max(r.last_t, p.last_t);
     r.cpu_ticks += p.cpu_ticks;
     r.demand_ns += p.demand_ns;
     r.demand_ok = r.demand_ok && p.demand_ok;
@@ -291,17 +293,22 @@ CpuAttribution ProcSampler::Attribution() const {
     const PidAcc& acc = roles[r];
     RoleCpu& o = *out[r];
     if (o.procs == 0) continue;
-    o.cores = acc.cpu_ticks / ticks_per_s_ / dt;
-    if (acc.demand_ok) o.demand = acc.demand_ns / 1e9 / dt;
+    // The role's span; a role seen in one sample only (or before the period) gets the period.
+    double span = acc.first_t >= 0 && acc.last_t > acc.first_t ? acc.last_t - acc.first_t : dt;
+    span = std::min(span, dt);
+    o.active_s = span;
+    o.cores = acc.cpu_ticks / ticks_per_s_ / span;
+    if (acc.demand_ok) o.demand = acc.demand_ns / 1e9 / span;
     if (acc.state_samples > 0) {
       o.running_frac = static_cast<double>(acc.running) / static_cast<double>(acc.state_samples);
       o.disk_wait_frac =
           static_cast<double>(acc.disk_wait) / static_cast<double>(acc.state_samples);
     }
-    o.minflt_per_s = acc.minflt / dt;
-    o.majflt_per_s = acc.majflt / dt;
-    tree_cpu += o.cores;
-    if (acc.demand_ok) tree_demand += o.demand; else demand_ok = false;
+    o.minflt_per_s = acc.minflt / span;
+    o.majflt_per_s = acc.majflt / span;
+    // The tree's totals stay over the whole period (roles may be active at different times).
+    tree_cpu += acc.cpu_ticks / ticks_per_s_ / dt;
+    if (acc.demand_ok) tree_demand += acc.demand_ns / 1e9 / dt; else demand_ok = false;
   }
   a.tree_cores = tree_cpu;
   if (demand_ok) a.tree_demand = tree_demand;
@@ -390,6 +397,11 @@ void ProcSampler::Sample(double t_s, GpuSample* s) {
     }
     PidAcc& acc = acc_[pid];
     auto it = pid_last_.find(pid);
+    // Its life in the period: from the previous sample when it was born since (its CPU
+    // time from birth is counted below), else from this sample.
+    if (acc.first_t < 0)
+      acc.first_t = (it == pid_last_.end() && first_t_ >= 0 && last_t_ >= 0) ? last_t_ : t_s;
+    acc.last_t = t_s;
     if (it != pid_last_.end()) {
       const PidLast& was = it->second;
       acc.cpu_ticks += static_cast<double>(now.cpu >= was.cpu ? now.cpu - was.cpu : 0);

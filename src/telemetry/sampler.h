@@ -67,9 +67,13 @@ Result<std::pair<uint64_t, uint64_t>> ParseSchedstat(std::string_view text);
 // Where the process tree's CPU went, over the whole sampling period (stoker watch's CPU
 // attribution). A role is a set of processes: the training processes ("main", the ones
 // the probe reports a DataLoader loop in), their DataLoader workers, and the rest of the
-// tree. NaN where nothing was measured.
+// tree. NaN where nothing was measured. Rates are over the role's active span (from the
+// first sample any of its processes was alive in to the last), not the whole period, so
+// DataLoader workers that start late or live one epoch each are not diluted by the time
+// before them.
 struct RoleCpu {
   int procs = 0;             // processes seen in the role
+  double active_s = NAN;     // the role's active span the rates below are over
   double cores = NAN;        // CPU time / wall time (user + system, all threads)
   double demand = NAN;       // (on-CPU + waiting for a CPU) / wall time, from schedstat:
                              // the cores the role would use on an idle machine
@@ -124,6 +128,7 @@ class ProcSampler {
     bool schedstat = false;
   };
   struct PidAcc {
+    double first_t = -1, last_t = -1;  // its life inside the period (sample times)
     double cpu_ticks = 0, demand_ns = 0;
     bool demand_ok = true;
     uint64_t state_samples = 0, running = 0, disk_wait = 0;

@@ -19,6 +19,22 @@ const HostThread* TraceSummary::FindThread(int64_t key) const {
   return nullptr;
 }
 
+double TraceSummary::TokensPerStep() const {
+  int64_t top = 0;
+  for (const auto& [b, n] : embedding_inputs) top = std::max(top, n);
+  if (top == 0 || steps.empty()) return 0;
+  std::vector<double> per_step;
+  for (const auto& w : steps) {
+    double sum = 0;
+    for (const auto& [b, n] : embedding_inputs)
+      if (n == top && b >= w.begin && b < w.end) sum += static_cast<double>(n);
+    if (sum > 0) per_step.push_back(sum);
+  }
+  if (per_step.empty()) return 0;
+  std::nth_element(per_step.begin(), per_step.begin() + per_step.size() / 2, per_step.end());
+  return per_step[per_step.size() / 2];
+}
+
 namespace {
 
 using json::Scan;
@@ -88,6 +104,7 @@ struct RawEvent {
   int64_t device = -1, stream = -1, bytes = -1;
   int64_t total_allocated = -1;
   int64_t correlation = -1;
+  int64_t input_tokens = -1;  // aten::embedding: the product of its 2-D first input's dims
 };
 
 // Parses the value at p as a number (ints and floats); strings and others are skipped.
@@ -104,6 +121,69 @@ Scan NumberOrSkip(const char*& p, const char* end, double* d, bool* ok, bool* is
   *ok = false;
   return json::SkipValue(p, end, err);
 }
+
+// "Input Dims" of an aten::embedding event ([[B, S], [V, H], ...]): B * S in *tokens when
+// the first input has two dims (token ids [batch, sequence]); anything else is skipped.
+Scan ParseEmbeddingDims(const char*& p, const char* end, int64_t* tokens, const char** err) {
+  json::SkipWs(p, end);
+  if (p >= end) return Scan::kNeedMore;
+  if (*p != '[') return json::SkipValue(p, end, err);
+  ++p;
+  json::SkipWs(p, end);
+  if (p >= end) return Scan::kNeedMore;
+  if (*p == ']') {
+    ++p;
+    return Scan::kOk;
+  }
+  bool first = true;
+  while (true) {
+    json::SkipWs(p, end);
+    if (p >= end) return Scan::kNeedMore;
+    if (first && *p == '[') {  // the first input's dims
+      ++p;
+      double dims[3] = {0, 0, 0};
+      int n = 0;
+      bool all_ints = true;
+      while (true) {
+        json::SkipWs(p, end);
+        if (p >= end) return Scan::kNeedMore;
+        if (*p == ']') {
+          ++p;
+          break;
+        }
+        double d;
+        bool ok = false, is_int = true;
+        Scan s = NumberOrSkip(p, end, &d, &ok, &is_int, err);
+        if (s != Scan::kOk) return s;
+        if (!ok || !is_int) all_ints = false;
+        if (n < 3) dims[n] = d;
+        ++n;
+        json::SkipWs(p, end);
+        if (p >= end) return Scan::kNeedMore;
+        if (*p == ',') ++p;
+      }
+      if (all_ints && n == 2 && dims[0] >= 1 && dims[1] >= 1 && dims[0] * dims[1] < 1e12)
+        *tokens = static_cast<int64_t>(dims[0] * dims[1]);
+    } else {
+      Scan s = json::SkipValue(p, end, err);
+      if (s != Scan::kOk) return s;
+    }
+    first = false;
+    json::SkipWs(p, end);
+    if (p >= end) return Scan::kNeedMore;
+    if (*p == ',') {
+      ++p;
+      continue;
+    }
+    if (*p == ']') {
+      ++p;
+      return Scan::kOk;
+    }
+    *err = "expected ',' or ']' in Input Dims";
+    return Scan::kError;
+  }
+}
+
 
 Scan ParseId(const char*& p, const char* end, IdValue* v, const char** err) {
   json::SkipWs(p, end);
@@ -158,6 +238,7 @@ Scan ParseArgs(const char*& p, const char* end, RawEvent* ev, const char** err) 
     }
     ++p;
     int64_t* target = nullptr;
+    bool embedding_dims = false;
     switch (key.size()) {  // dispatch on length first: most args keys are skipped
       case 6:
         if (key == "device") target = &ev->device;
@@ -172,10 +253,16 @@ Scan ParseArgs(const char*& p, const char* end, RawEvent* ev, const char** err) 
       case 11:
         if (key == "correlation") target = &ev->correlation;
         break;
+      case 10:
+        embedding_dims = key == "Input Dims" && ev->name == "aten::embedding";
+        break;
       default:
         break;
     }
-    if (target != nullptr) {
+    if (embedding_dims) {
+      s = ParseEmbeddingDims(p, end, &ev->input_tokens, err);
+      if (s != Scan::kOk) return s;
+    } else if (target != nullptr) {
       double d;
       bool ok = false, is_int;
       s = NumberOrSkip(p, end, &d, &ok, &is_int, err);
@@ -552,6 +639,8 @@ class Builder {
     // A possible iteration marker waits for Finish(), which adds it to the thread's
     // operators unless it turns out to be the marker.
     if (e > b && MaybeAnnotation(ev.cat, n) && steps_.AddAnnotation(n, {key, b, e})) return;
+    if (ev.input_tokens > 0 && out_->embedding_inputs.size() < (1u << 20))
+      out_->embedding_inputs.push_back({b, ev.input_tokens});
     if (!(c0 == 'P' || c0 == 'e' || c0 == 'O' || c0 == 'n' || c0 == 'g' || c0 == 'r' ||
           c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D' || c0 == '[')) {
       Thread(key).Add(b, e);

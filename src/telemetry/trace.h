@@ -113,6 +113,13 @@ struct TraceSummary {
   int64_t gemm_kernel_ns = 0;   // gemm/conv kernels (tensor-core eligible work)
   bool uses_dataparallel = false, uses_ddp = false;
   int64_t peak_mem_bytes = -1;  // from [memory] instant events ("Total Allocated")
+  // aten::embedding calls whose first input is 2-D (token ids [batch, sequence]; recorded
+  // with record_shapes=True): (begin, batch * sequence). A language model's token count.
+  std::vector<std::pair<int64_t, int64_t>> embedding_inputs;
+  // Tokens per step: per step window, the embedding calls with the largest input (the
+  // token embedding, not a [1, S] position embedding) summed (micro-batches); the median
+  // over steps. 0 when the trace has none.
+  double TokensPerStep() const;
 
   const HostThread* FindThread(int64_t key) const;
   bool has_gpu() const { return !gpus.empty(); }

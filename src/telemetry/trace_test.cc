@@ -134,6 +134,32 @@ TEST(TraceReader, TinyChunksAndGzipGiveTheSameSummary) {
   EXPECT_NE(two.status().message().find("after the end"), std::string::npos);
 }
 
+// A language model's token embedding: [batch, sequence] ids in "Input Dims"; the position
+// embedding ([1, S]) and other shapes do not count; two micro-batches in one step add up.
+TEST(TraceReader, TokensPerStepFromEmbeddingInputDims) {
+  std::string t = R"J({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"Input Dims": [[8, 2048], [50257, 768], [], [], []], "External id": 3}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"Input Dims": [[1, 2048], [2048, 768], [], [], []]}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 500, "dur": 5, "args": {"Input Dims": [[8, 2048], [50257, 768], [], [], []]}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding_backward", "pid": 1, "tid": 1, "ts": 700, "dur": 5, "args": {"Input Dims": [[8, 2048, 768], [8, 2048]]}},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1000, "dur": 1000},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 1010, "dur": 5, "args": {"Input Dims": [[8, 2048], [50257, 768]]}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 1500, "dur": 5, "args": {"Input Dims": [[8, 2048], [50257, 768]]}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 1, "tid": 1, "ts": 1600, "dur": 5, "args": {"Input Dims": [[8.5, 2], "x", 3]}}
+  ]})J";
+  for (size_t chunk : {size_t{3}, size_t{4} << 20}) {
+    auto r = Parse(t, chunk);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->embedding_inputs.size(), 5u);  // the [1, 2048] one too; not backward, not 8.5
+    EXPECT_DOUBLE_EQ(r->TokensPerStep(), 2.0 * 8 * 2048);
+  }
+  // No embedding: no token count.
+  auto none = Parse(KinetoTrace());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->TokensPerStep(), 0);
+}
+
 TEST(TraceReader, LightningDataLoaderFetchIsADataWait) {
   std::string s = R"({"traceEvents": [
   {"name": "ProfilerStep#1", "ph": "X", "cat": "user_annotation", "ts": 100, "dur": 1000, "pid": 1, "tid": 1},

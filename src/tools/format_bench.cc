@@ -620,10 +620,7 @@ std::string BarChart(const FormatBenchResult& r, const std::string& title,
 }  // namespace
 
 std::string FormatBenchHtml(const FormatBenchResult& r) {
-  std::string s =
-      "<!doctype html>\n<html><head><meta charset='utf-8'><title>stoker bench formats</title>"
-      "<style>body{font-family:sans-serif;margin:24px}pre{background:#f6f6f6;padding:8px}"
-      "svg{display:block;margin:12px 0}</style></head><body>\n<h1>Format benchmark</h1>\n";
+  std::string s = html::PageOpen("stoker bench formats") + "<h1>Format benchmark</h1>\n";
   std::string table = FormatBenchTable(r);
   s += "<pre>" + html::Escape(table) + "</pre>\n";
   s += BarChart(r, "Cold shuffled-epoch read (samples/s)",
@@ -636,7 +633,7 @@ std::string FormatBenchHtml(const FormatBenchResult& r) {
                 [](const FormatBenchRow& x) { return x.cold.rand_sps; }, "/s");
   s += BarChart(r, "Bytes on disk (MB)",
                 [](const FormatBenchRow& x) { return x.bytes_on_disk / 1e6; }, "MB");
-  s += "</body></html>\n";
+  s += html::PageClose();
   return s;
 }
 

@@ -368,77 +368,41 @@ namespace {
 
 std::string Esc(const std::string& s) { return html::Escape(s); }
 
-// One SVG line chart: MB/s (y) against readers (x, categorical), one line per block size.
+// One line chart: MB/s (y) against readers (x, categorical), one line per block size.
 std::string Chart(const ProbeResult& r, const std::string& pattern, const std::string& title,
                   double need) {
-  std::vector<int> xs;
+  html::LineChart c;
+  c.title = title;
+  c.x_label = "concurrent readers";
+  c.y_label = "MB/s";
+  c.categorical_x = true;
+  if (need > 0) c.y_lines.push_back({need, fmt::format("job needs {:.0f} MB/s", need)});
   std::vector<size_t> blocks;
-  double ymax = need;
-  for (const auto& p : r.points) {
-    if (p.pattern != pattern) continue;
-    if (std::find(xs.begin(), xs.end(), p.threads) == xs.end()) xs.push_back(p.threads);
-    if (std::find(blocks.begin(), blocks.end(), p.block) == blocks.end()) blocks.push_back(p.block);
-    ymax = std::max(ymax, p.mb_s);
+  for (const auto& p : r.points)
+    if (p.pattern == pattern && std::find(blocks.begin(), blocks.end(), p.block) == blocks.end())
+      blocks.push_back(p.block);
+  for (size_t block : blocks) {
+    html::Series sr;
+    sr.name = FormatBlock(block);
+    std::vector<const ProbePoint*> pts;
+    for (const auto& p : r.points)
+      if (p.pattern == pattern && p.block == block) pts.push_back(&p);
+    std::sort(pts.begin(), pts.end(), [](auto* a, auto* b) { return a->threads < b->threads; });
+    for (const auto* p : pts) {
+      sr.points.push_back({double(p->threads), p->mb_s});
+      sr.tips.push_back(fmt::format("{} x{}: {:.1f} MB/s, {:.0f} IOPS", FormatBlock(block),
+                                    p->threads, p->mb_s, p->iops));
+    }
+    c.series.push_back(std::move(sr));
   }
-  if (xs.empty()) return "";
-  std::sort(xs.begin(), xs.end());
-  ymax = ymax > 0 ? ymax * 1.1 : 1;
-  const int W = 640, H = 340, L = 70, R = 140, T = 30, B = 45;
-  auto X = [&](int threads) {
-    size_t i = std::find(xs.begin(), xs.end(), threads) - xs.begin();
-    return L + (xs.size() == 1 ? (W - L - R) / 2.0 : (W - L - R) * double(i) / (xs.size() - 1));
-  };
-  auto Y = [&](double v) { return T + (H - T - B) * (1 - v / ymax); };
-  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-  std::string s = html::SvgOpen(W, H) +
-                  fmt::format("\n<text x='{}' y='18' font-weight='bold'>{}</text>\n", L,
-                              Esc(title));
-  for (int k = 0; k <= 4; ++k) {
-    double v = ymax * k / 4;
-    s += fmt::format("<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#ddd'/>"
-                     "<text x='{}' y='{:.1f}' text-anchor='end'>{:.0f}</text>\n",
-                     L, W - R, Y(v), Y(v), L - 6, Y(v) + 4, v);
-  }
-  for (int x : xs)
-    s += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{}</text>\n", X(x), H - B + 16, x);
-  s += fmt::format("<text x='{}' y='{}' text-anchor='middle'>concurrent readers</text>\n",
-                   (L + W - R) / 2, H - 8);
-  s += fmt::format("<text x='14' y='{}' transform='rotate(-90 14 {})' text-anchor='middle'>MB/s</text>\n",
-                   (T + H - B) / 2, (T + H - B) / 2);
-  for (size_t bi = 0; bi < blocks.size(); ++bi) {
-    const char* color = kColors[bi % 8];
-    std::string pts;
-    for (int x : xs)
-      for (const auto& p : r.points)
-        if (p.pattern == pattern && p.block == blocks[bi] && p.threads == x) {
-          pts += fmt::format("{:.1f},{:.1f} ", X(x), Y(p.mb_s));
-          s += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='{}'><title>{} x{}: {:.1f} "
-                           "MB/s, {:.0f} IOPS</title></circle>\n",
-                           X(x), Y(p.mb_s), color, FormatBlock(p.block), x, p.mb_s, p.iops);
-        }
-    s += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", color, pts);
-    s += fmt::format("<rect x='{}' y='{}' width='12' height='12' fill='{}'/><text x='{}' y='{}'>{}</text>\n",
-                     W - R + 12, T + 18 * bi, color, W - R + 30, T + 18 * bi + 10,
-                     FormatBlock(blocks[bi]));
-  }
-  if (need > 0)
-    s += fmt::format("<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='black' "
-                     "stroke-dasharray='6,4'/><text x='{}' y='{:.1f}'>job needs {:.0f} MB/s</text>\n",
-                     L, W - R, Y(need), Y(need), L + 4, Y(need) - 4, need);
-  s += "</svg>\n";
-  return s;
+  return html::Render(c);
 }
 
 }  // namespace
 
 std::string ProbeHtml(const ProbeResult& r, const FeedAdvice* a) {
   double need = a ? a->need_mb_s : 0;
-  std::string s =
-      "<!doctype html>\n<html><head><meta charset='utf-8'><title>stoker bench io</title>"
-      "<style>body{font-family:sans-serif;margin:24px}table{border-collapse:collapse}"
-      "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}pre{background:#f6f6f6;"
-      "padding:8px}</style></head><body>\n";
+  std::string s = html::PageOpen("stoker bench io");
   s += fmt::format("<h1>Storage probe</h1>\n<p>{} ({}, {}; page cache bypassed with {})</p>\n",
                    Esc(r.file), Esc(r.fs_type), FormatBlock(r.file_bytes), Esc(r.cache_mode));
   if (a) s += "<pre>" + Esc(a->text) + "</pre>\n";
@@ -450,7 +414,7 @@ std::string ProbeHtml(const ProbeResult& r, const FeedAdvice* a) {
     s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.0f}</td>"
                      "<td>{:.0f}</td><td>{:.0f}</td></tr>\n",
                      p.pattern, FormatBlock(p.block), p.threads, p.mb_s, p.iops, p.p50_us, p.p99_us);
-  s += "</table>\n</body></html>\n";
+  s += "</table>\n" + html::PageClose();
   return s;
 }
 

@@ -1,0 +1,330 @@
+#include "io/cache_env.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "io/fault_env.h"
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A source directory of `n` files of `size` bytes (distinct contents) and an empty cache
+// directory, removed at the end.
+class CacheEnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            fmt::format("stoker-cache-test-{}-{}", ::getpid(),
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "src");
+    cache_dir_ = (root_ / "cache").string();
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void MakeFiles(int n, size_t size) {
+    for (int i = 0; i < n; ++i) {
+      std::string data(size, '\0');
+      for (size_t k = 0; k < size; ++k) data[k] = static_cast<char>((k * 31 + i * 7) & 0xff);
+      std::string p = Src(i);
+      std::ofstream(p, std::ios::binary).write(data.data(), static_cast<std::streamsize>(size));
+      contents_.push_back(data);
+    }
+  }
+  std::string Src(int i) const { return (root_ / "src" / fmt::format("f{}.bin", i)).string(); }
+  std::string EntryPath(int i) const {
+    return cache_dir_ + "/entries/" + CacheEntryKey(Src(i));
+  }
+
+  std::unique_ptr<CacheEnv> Open(Env* backing, int64_t limit, bool demand = false) {
+    CacheOptions o;
+    o.dir = cache_dir_;
+    o.limit = limit;
+    o.demand_fetch = demand;
+    o.chunk_bytes = 16 << 10;
+    auto c = CacheEnv::Open(backing, o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(c).value();
+  }
+
+  // Reads file i whole through `env` in 4 KiB reads and compares with what was written.
+  void ReadAll(Env* env, int i) {
+    auto f = env->NewRandomAccessFile(Src(i));
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    std::string got((*f)->size(), '\0');
+    for (size_t off = 0; off < got.size(); off += 4096) {
+      auto r = (*f)->ReadAt(off, std::min<size_t>(4096, got.size() - off),
+                            reinterpret_cast<uint8_t*>(&got[off]));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+    EXPECT_EQ(got, contents_[static_cast<size_t>(i)]) << "file " << i;
+  }
+
+  static std::vector<CachePlanItem> Plan(std::vector<std::pair<std::string, uint64_t>> uses) {
+    std::vector<CachePlanItem> p;
+    for (auto& [path, pos] : uses) p.push_back({path, pos, pos});
+    return p;
+  }
+
+  fs::path root_;
+  std::string cache_dir_;
+  std::vector<std::string> contents_;
+};
+
+TEST_F(CacheEnvTest, LooksAheadInPlanOrderAndFetchesEachFileOnce) {
+  MakeFiles(6, 64 << 10);
+  FaultInjectionEnv src;
+  auto cache = Open(&src, 100 << 20);
+  std::vector<CachePlanItem> plan;
+  for (int i = 0; i < 5; ++i) plan.push_back({Src(i), uint64_t(i), uint64_t(i)});  // not f5
+  cache->SetPlan(plan);
+  cache->WaitIdle();
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(fs::exists(EntryPath(i))) << i;
+  EXPECT_FALSE(fs::exists(EntryPath(5))) << "fetched a file the plan does not read";
+  EXPECT_EQ(src.bytes_read.load(), 5 * (64 << 10));
+  for (int i = 0; i < 6; ++i) ReadAll(cache.get(), i);
+  auto c = cache->counters();
+  EXPECT_EQ(c.fetches, 5u);
+  EXPECT_EQ(c.hit_bytes, 5u * (64 << 10));
+  EXPECT_DOUBLE_EQ(c.hit_rate(), 0.0);  // a cold run: everything came from the source
+  EXPECT_EQ(c.stream_bytes, 64u << 10);  // f5: through, uncached
+  EXPECT_FALSE(fs::exists(EntryPath(5)));
+  EXPECT_EQ(src.bytes_read.load(), 6 * (64 << 10));  // nothing read twice from the source
+  EXPECT_EQ(c.source_bytes, 6u * (64 << 10));
+  EXPECT_EQ(cache->Occupancy(), 5 * (64 << 10));
+}
+
+TEST_F(CacheEnvTest, LimitSmallerThanAFileStreamsThrough) {
+  MakeFiles(3, 64 << 10);
+  FaultInjectionEnv src;
+  auto cache = Open(&src, 10 << 10);
+  cache->SetPlan(Plan({{Src(0), 0}, {Src(1), 1}, {Src(2), 2}}));
+  cache->WaitIdle();
+  for (int i = 0; i < 3; ++i) ReadAll(cache.get(), i);
+  auto c = cache->counters();
+  EXPECT_EQ(c.fetches, 0u);
+  EXPECT_EQ(c.stream_bytes, 3u * (64 << 10));
+  EXPECT_EQ(cache->Occupancy(), 0);
+}
+
+// Cache of two files; the order reads A, B, A, C. While B is read, C (needed at 3) may not
+// evict A (needed at 2, sooner); once A is read again B is done, so C evicts B, and A is
+// never fetched twice.
+TEST_F(CacheEnvTest, EvictsWhatIsNotNeededAgainFirst) {
+  MakeFiles(3, 64 << 10);
+  FaultInjectionEnv src;
+  auto cache = Open(&src, 2 * (64 << 10) + 100);
+  std::string a = Src(0), b = Src(1), c = Src(2);
+  cache->SetPlan(Plan({{a, 0}, {b, 1}, {a, 2}, {c, 3}}));
+  cache->WaitIdle();
+  EXPECT_TRUE(fs::exists(EntryPath(0)));
+  EXPECT_TRUE(fs::exists(EntryPath(1)));
+  EXPECT_FALSE(fs::exists(EntryPath(2))) << "a prefetch evicted an entry needed sooner";
+  ReadAll(cache.get(), 0);
+  ReadAll(cache.get(), 1);
+  cache->WaitIdle();
+  EXPECT_FALSE(fs::exists(EntryPath(2))) << "C evicted A, which is read before it";
+  ReadAll(cache.get(), 0);  // position 2: B is done
+  cache->WaitIdle();
+  EXPECT_TRUE(fs::exists(EntryPath(0)));
+  EXPECT_FALSE(fs::exists(EntryPath(1)));
+  EXPECT_TRUE(fs::exists(EntryPath(2))) << "look-ahead did not fetch C once room was made";
+  ReadAll(cache.get(), 2);
+  auto k = cache->counters();
+  EXPECT_EQ(k.fetches, 3u);
+  EXPECT_EQ(k.evictions, 1u);
+  EXPECT_EQ(k.hit_bytes, 4u * (64 << 10));
+  EXPECT_EQ(src.bytes_read.load(), 3 * (64 << 10));
+  EXPECT_LE(k.max_occupancy, 2 * (64 << 10) + 100);
+}
+
+// Across epochs: entries no plan needs are dropped least recently used first.
+TEST_F(CacheEnvTest, LruAcrossEpochs) {
+  MakeFiles(3, 64 << 10);
+  FaultInjectionEnv src;
+  auto cache = Open(&src, 2 * (64 << 10) + 100);
+  cache->SetPlan(Plan({{Src(0), 0}, {Src(1), 1}}));
+  ReadAll(cache.get(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // distinct mtime stamps
+  ReadAll(cache.get(), 1);
+  cache->WaitIdle();
+  cache->SetPlan(Plan({{Src(2), 0}}));  // next epoch reads only f2
+  cache->WaitIdle();
+  EXPECT_FALSE(fs::exists(EntryPath(0))) << "the least recently used goes first";
+  EXPECT_TRUE(fs::exists(EntryPath(1)));
+  EXPECT_TRUE(fs::exists(EntryPath(2)));
+}
+
+TEST_F(CacheEnvTest, DemandFetchWithoutPlan) {
+  MakeFiles(2, 32 << 10);
+  FaultInjectionEnv src;
+  {
+    auto cache = Open(&src, 1 << 20, /*demand=*/true);
+    ReadAll(cache.get(), 0);
+    EXPECT_TRUE(fs::exists(EntryPath(0)));
+    EXPECT_FALSE(fs::exists(EntryPath(1)));
+  }
+  // A second process (a new CacheEnv) finds the entry and does not touch the source.
+  int64_t before = src.bytes_read;
+  auto again = Open(&src, 1 << 20, /*demand=*/true);
+  ReadAll(again.get(), 0);
+  EXPECT_EQ(src.bytes_read.load(), before);
+  EXPECT_EQ(again->counters().shared_entries, 1u);
+  EXPECT_DOUBLE_EQ(again->counters().hit_rate(), 1.0);
+}
+
+TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {
+  MakeFiles(1, 64 << 10);
+  FaultInjectionEnv src;
+  { auto cache = Open(&src, 1 << 20, true); ReadAll(cache.get(), 0); }
+  ASSERT_TRUE(fs::exists(EntryPath(0)));
+  {
+    // One flipped byte: the size matches, the CRC does not.
+    std::fstream f(EntryPath(0), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    f.put('\x5a' ^ contents_[0][1000]);
+  }
+  {
+    auto cache = Open(&src, 1 << 20, true);
+    ReadAll(cache.get(), 0);
+    EXPECT_EQ(cache->counters().corrupt_entries, 1u);
+    EXPECT_EQ(cache->counters().fetches, 1u);
+  }
+  fs::resize_file(EntryPath(0), 100);  // truncated
+  {
+    auto cache = Open(&src, 1 << 20, true);
+    ReadAll(cache.get(), 0);
+    EXPECT_EQ(cache->counters().corrupt_entries, 1u);
+  }
+  // The source changes (new contents, new mtime): the entry no longer matches it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  contents_[0][5] ^= 1;
+  std::ofstream(Src(0), std::ios::binary).write(contents_[0].data(), 64 << 10);
+  {
+    auto cache = Open(&src, 1 << 20, true);
+    ReadAll(cache.get(), 0);
+    EXPECT_EQ(cache->counters().fetches, 1u);
+  }
+}
+
+// A fetch killed with SIGKILL halfway never leaves an entry that looks complete, and the
+// next process fetches the file again (reclaiming the stale .part).
+TEST_F(CacheEnvTest, KillNineMidFetchLeavesNoCompleteEntry) {
+  MakeFiles(1, 512 << 10);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    FaultInjectionEnv slow;
+    FaultRule r;
+    r.path_contains = "f0.bin";
+    r.read_latency_us = 20000;  // 32 chunks of 16 KiB: about 0.6 s
+    slow.AddRule(r);
+    CacheOptions o;
+    o.dir = cache_dir_;
+    o.limit = 8 << 20;
+    o.chunk_bytes = 16 << 10;
+    auto c = CacheEnv::Open(&slow, o);
+    if (!c.ok()) ::_exit(2);
+    (*c)->SetPlan({{Src(0), 0, 0}});
+    (*c)->WaitIdle();
+    ::_exit(0);  // not reached before the kill
+  }
+  std::string part = EntryPath(0) + ".part";
+  bool seen = false;
+  for (int i = 0; i < 500 && !seen; ++i) {  // until it has written some data (or 5 s)
+    struct stat st;
+    seen = ::stat(part.c_str(), &st) == 0 && st.st_blocks > 0;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(seen) << "the child never started its fetch";
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child finished before the kill";
+  EXPECT_FALSE(fs::exists(EntryPath(0))) << "a killed fetch left a complete-looking entry";
+  FaultInjectionEnv src;
+  auto cache = Open(&src, 8 << 20);
+  cache->SetPlan({{Src(0), 0, 0}});
+  ReadAll(cache.get(), 0);
+  EXPECT_TRUE(fs::exists(EntryPath(0)));
+  EXPECT_FALSE(fs::exists(part));
+  EXPECT_EQ(cache->counters().fetches, 1u);
+}
+
+// Four processes with the same plan over a slow source: each file crosses from the source
+// once for all of them; the others wait on its entry lock and read the shared copy.
+TEST_F(CacheEnvTest, ProcessesOfANodeShareOneCopy) {
+  const int kFiles = 8, kProcs = 4;
+  const size_t kSize = 96 << 10;
+  MakeFiles(kFiles, kSize);
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      FaultInjectionEnv slow;
+      FaultRule r;
+      r.path_contains = "/src/";
+      r.read_latency_us = 2000;
+      slow.AddRule(r);
+      CacheOptions o;
+      o.dir = cache_dir_;
+      o.limit = 64 << 20;
+      o.chunk_bytes = 16 << 10;
+      o.demand_fetch = false;
+      auto c = CacheEnv::Open(&slow, o);
+      if (!c.ok()) ::_exit(2);
+      std::vector<CachePlanItem> plan;
+      for (int i = 0; i < kFiles; ++i) plan.push_back({Src(i), uint64_t(i), uint64_t(i)});
+      (*c)->SetPlan(plan);
+      std::vector<uint8_t> buf(kSize);
+      for (int i = 0; i < kFiles; ++i) {
+        auto f = (*c)->NewRandomAccessFile(Src(i));
+        if (!f.ok() || !(*f)->ReadExact(0, kSize, buf.data()).ok()) ::_exit(3);
+        if (std::memcmp(buf.data(), contents_[static_cast<size_t>(i)].data(), kSize) != 0)
+          ::_exit(4);
+      }
+      std::ofstream(root_ / fmt::format("proc{}.txt", p))
+          << slow.bytes_read.load() << " " << (*c)->counters().fetches << "\n";
+      ::_exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    ::waitpid(k, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  int64_t source = 0, fetches = 0;
+  for (int p = 0; p < kProcs; ++p) {
+    std::ifstream in(root_ / fmt::format("proc{}.txt", p));
+    int64_t b = -1, f = -1;
+    in >> b >> f;
+    ASSERT_GE(b, 0);
+    source += b;
+    fetches += f;
+  }
+  EXPECT_EQ(source, kFiles * static_cast<int64_t>(kSize)) << "bytes read from the source";
+  EXPECT_EQ(fetches, kFiles);
+}
+
+TEST(CacheEnvOptions, BadOptionsAreErrors) {
+  CacheOptions o;
+  EXPECT_EQ(CacheEnv::Open(Env::Default(), o).status().code(), StatusCode::kInvalidArgument);
+  o.dir = "/tmp/x";
+  o.limit = 0;
+  EXPECT_EQ(CacheEnv::Open(Env::Default(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoker
