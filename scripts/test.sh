@@ -35,6 +35,7 @@ if [ "${STOKER_TEST_QUICK:-0}" != 1 ]; then
   fi
   cmake --build "$ROOT/build-asan" -j "$JOBS" --target stoker_tests stoker
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" \
     ctest --test-dir "$ROOT/build-asan" -j "$JOBS" --output-on-failure
 
   step "executor tests under TSan"
