@@ -412,7 +412,11 @@ TEST_F(RawFolder, StallWatchdogIsQuietBeforeTheTimeout) {
 // blocked worker is detached after a second, the pipeline names it and refuses a new epoch,
 // and the worker exits cleanly once the read returns.
 TEST_F(RawFolder, StopIsPromptWithAReadBlockedForever) {
-  FaultInjectionEnv env;
+  // The Env must outlive the detached read (the documented contract): one that lives as
+  // long as the process, as Env::Default() does. (On the stack, the worker's last counter
+  // update after the read returned raced with the next test reusing that stack: TSan.)
+  static FaultInjectionEnv* const env_forever = new FaultInjectionEnv;
+  FaultInjectionEnv& env = *env_forever;
   env.AddRule({.path_contains = "class0/f0.jpg", .block = true});
   auto o = Opts();
   o.shuffle = false;
@@ -438,7 +442,6 @@ TEST_F(RawFolder, StopIsPromptWithAReadBlockedForever) {
   for (int i = 0; i < 600 && env.blocked() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(env.blocked(), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it finish before env goes
 }
 
 // NextWithin: a bounded wait returns "timed out" with no batch, and the next call continues
