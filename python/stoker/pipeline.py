@@ -93,39 +93,35 @@ def _dist_rank():
     return None
 
 
-def _cuda_runtime_candidates():
-    """libcudart files to try for pinned memory: torch's own first (one runtime for both)."""
-    cands = []
-    torch = sys.modules.get("torch")
+def _library_candidates(prefix, wheel_dirs, fallbacks):
+    """Files named prefix*.so* in torch's lib folder, then in `wheel_dirs` under each entry of
+    sys.path (the nvidia-* wheels), then the bare `fallbacks` for the dynamic loader."""
     dirs = []
+    torch = sys.modules.get("torch")
     if torch is not None:
         dirs.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
-    for p in sys.path:
-        dirs.append(os.path.join(p, "nvidia", "cuda_runtime", "lib"))
+    dirs += [os.path.join(p, *wheel_dirs) for p in sys.path]
+    cands = []
     for d in dirs:
         try:
             names = sorted(os.listdir(d))
         except OSError:
             continue
-        cands += [os.path.join(d, n) for n in names if n.startswith("libcudart") and ".so" in n]
-    return cands + ["libcudart.so", "libcudart.so.12", "libcudart.so.11.0"]
+        cands += [os.path.join(d, n) for n in names if n.startswith(prefix) and ".so" in n]
+    return cands + list(fallbacks)
+
+
+def _cuda_runtime_candidates():
+    """libcudart files to try for pinned memory: torch's own first (one runtime for both)."""
+    return _library_candidates("libcudart", ("nvidia", "cuda_runtime", "lib"),
+                               ("libcudart.so", "libcudart.so.12", "libcudart.so.11.0"))
 
 
 def _nvjpeg_candidates():
-    """libnvjpeg files to try for GPU decode: the nvidia-nvjpeg wheel's, torch's, then the
+    """libnvjpeg files to try for GPU decode: torch's, the nvidia-nvjpeg wheel's, then the
     system's (the CUDA toolkit)."""
-    cands = []
-    dirs = [os.path.join(p, "nvidia", "nvjpeg", "lib") for p in sys.path]
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        dirs.insert(0, os.path.join(os.path.dirname(torch.__file__), "lib"))
-    for d in dirs:
-        try:
-            names = sorted(os.listdir(d))
-        except OSError:
-            continue
-        cands += [os.path.join(d, n) for n in names if n.startswith("libnvjpeg") and ".so" in n]
-    return cands + ["libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"]
+    return _library_candidates("libnvjpeg", ("nvidia", "nvjpeg", "lib"),
+                               ("libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"))
 
 
 def gpu_decode_available():

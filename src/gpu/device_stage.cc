@@ -363,20 +363,7 @@ Result<DeviceBatchPtr> DeviceStage::Process(const Batch& raw) {
     } else {
       plan = CenterCropResizePlan(full, CenterCropRectFor(w, h, opts_.val_resize, opts_.image_size));
     }
-    ResizeJob& j = job[i];
-    j.src_w = w;
-    j.src_h = h;
-    j.src_pitch = w * 3;
-    j.win_x0 = plan.window.x;
-    j.win_y0 = plan.window.y;
-    j.win_x1 = plan.window.x + plan.window.w;
-    j.win_y1 = plan.window.y + plan.window.h;
-    j.box_x = plan.box.x;
-    j.box_y = plan.box.y;
-    j.box_w = plan.box.w;
-    j.box_h = plan.box.h;
-    j.min_support = 1.0f;
-    j.flip = flip ? 1 : 0;
+    job[i] = JobFromPlan(plan, w, h, flip);
     scratch_off[i] = scratch_need;
     scratch_need += AlignUp(static_cast<size_t>(w) * h * 3);
   }

@@ -156,3 +156,12 @@ void RunResizeJobsOnHost(const ResizeJob* jobs, const ResizeLaunch& L);
 #endif
 
 }  // namespace stoker::gpu
+
+#if !defined(STOKER_CUDA_COMPILE)
+#include "ops/image_ops.h"
+namespace stoker::gpu {
+// The job of one src_w x src_h RGB image from the CPU path's plan (box and tap window),
+// without its src/dst addresses.
+ResizeJob JobFromPlan(const ResizePlan& plan, int src_w, int src_h, bool flip);
+}  // namespace stoker::gpu
+#endif

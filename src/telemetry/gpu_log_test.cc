@@ -188,18 +188,31 @@ TEST(ProcParsing, StatIoAndCpuLines) {
   EXPECT_EQ(c->second, 1000u);
 }
 
+// A fake /proc under a temporary folder: files written by relative path, and a
+// /proc/<pid>/stat line with the state, parent and CPU ticks the tests need.
+struct FakeProc {
+  std::filesystem::path root;
+  explicit FakeProc(const std::string& name)
+      : root(std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(root);
+  }
+  ~FakeProc() { std::filesystem::remove_all(root); }
+  void write(const std::string& rel, const std::string& text) const {
+    std::filesystem::create_directories((root / rel).parent_path());
+    std::ofstream(root / rel) << text;
+  }
+  static std::string stat(int pid, int ppid, long ticks, char state = 'S') {
+    return fmt::format("{} (p) {} {} 0 0 0 0 0 0 0 0 0 {} 0 0 0", pid, state, ppid, ticks);
+  }
+};
+
 TEST(ProcSampler, RatesOverAFakeProcTree) {
   namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("stoker_proc_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  auto write = [&](const std::string& rel, const std::string& text) {
-    fs::create_directories((root / rel).parent_path());
-    std::ofstream(root / rel) << text;
-  };
+  FakeProc fp("stoker_proc_");
+  const fs::path& root = fp.root;
+  auto write = [&](const std::string& rel, const std::string& text) { fp.write(rel, text); };
   long hz = ::sysconf(_SC_CLK_TCK);
-  auto stat = [&](int pid, int ppid, long ticks) {
-    return fmt::format("{} (p) S {} 0 0 0 0 0 0 0 0 0 {} 0 0 0", pid, ppid, ticks);
-  };
+  auto stat = [](int pid, int ppid, long ticks) { return FakeProc::stat(pid, ppid, ticks); };
   write("100/stat", stat(100, 1, 0));
   write("100/io", "read_bytes: 0\nwrite_bytes: 0\n");
   write("101/stat", stat(101, 100, 0));
@@ -229,26 +242,18 @@ TEST(ProcSampler, RatesOverAFakeProcTree) {
   GpuSample c;
   p.Sample(2.0, &c);
   EXPECT_NEAR(c.proc_cpu_cores, 1.0, 1e-9);
-  fs::remove_all(root);
 }
 
 // A DataLoader worker that starts late: its cores are over its own span, not the whole
 // period (which would dilute a busy worker into an idle-looking one).
 TEST(ProcSampler, AttributionRatesAreOverEachRolesActiveSpan) {
-  namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("stoker_proc_span_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  auto write = [&](const std::string& rel, const std::string& text) {
-    fs::create_directories((root / rel).parent_path());
-    std::ofstream(root / rel) << text;
-  };
+  FakeProc fp("stoker_proc_span_");
+  auto write = [&](const std::string& rel, const std::string& text) { fp.write(rel, text); };
   long hz = ::sysconf(_SC_CLK_TCK);
-  auto stat = [&](int pid, int ppid, long ticks) {
-    return fmt::format("{} (p) R {} 0 0 0 0 0 0 0 0 0 {} 0 0 0", pid, ppid, ticks);
-  };
+  auto stat = [](int pid, int ppid, long ticks) { return FakeProc::stat(pid, ppid, ticks, 'R'); };
   write("stat", "cpu 0 0 0 0 0 0 0 0\n");
   write("100/stat", stat(100, 1, 0));
-  ProcSampler p(100, root.string());
+  ProcSampler p(100, fp.root.string());
   p.SetRoles({100}, {101});
   GpuSample g;
   for (int t = 0; t <= 2; ++t) {  // the main process alone, half a core
@@ -270,7 +275,6 @@ TEST(ProcSampler, AttributionRatesAreOverEachRolesActiveSpan) {
   EXPECT_NEAR(a.main.active_s, 4.0, 1e-9);
   EXPECT_NEAR(a.main.cores, 0.5, 1e-9);
   EXPECT_NEAR(a.tree_cores, 1.0, 1e-9);  // (2 + 2) s over the whole 4 s
-  fs::remove_all(root);
 }
 
 TEST(NvmlSampler, MissingLibraryIsACleanError) {

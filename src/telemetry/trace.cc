@@ -23,12 +23,16 @@ double TraceSummary::TokensPerStep() const {
   int64_t top = 0;
   for (const auto& [b, n] : embedding_inputs) top = std::max(top, n);
   if (top == 0 || steps.empty()) return 0;
+  // The token embedding's calls in time order; each step counts those inside it.
+  std::vector<int64_t> at;
+  for (const auto& [b, n] : embedding_inputs)
+    if (n == top) at.push_back(b);
+  std::sort(at.begin(), at.end());
   std::vector<double> per_step;
   for (const auto& w : steps) {
-    double sum = 0;
-    for (const auto& [b, n] : embedding_inputs)
-      if (n == top && b >= w.begin && b < w.end) sum += static_cast<double>(n);
-    if (sum > 0) per_step.push_back(sum);
+    auto calls = std::lower_bound(at.begin(), at.end(), w.end) -
+                 std::lower_bound(at.begin(), at.end(), w.begin);
+    if (calls > 0) per_step.push_back(static_cast<double>(calls) * static_cast<double>(top));
   }
   if (per_step.empty()) return 0;
   std::nth_element(per_step.begin(), per_step.begin() + per_step.size() / 2, per_step.end());
