@@ -83,6 +83,13 @@ fi
   echo "[deps] installing PyPI package: ray[data]"
   "$VENV/bin/pip" install -q "ray[data]" "pyarrow<21" "numpy<2" "pandas<3"
 }
+# Accelerate for the `stoker watch -- accelerate launch` test (python/tests/test_watch_probe.py):
+# 0.27 is the last that takes torch 1.13; --no-deps so pip leaves Debian's torch alone (its
+# other needs, numpy/psutil/pyyaml/huggingface_hub, are already here; safetensors is not).
+"$VENV/bin/python" -c "import accelerate, safetensors" 2>/dev/null || {
+  echo "[deps] installing PyPI packages: accelerate safetensors"
+  "$VENV/bin/pip" install -q --no-deps "accelerate<0.28" safetensors
+}
 # Debian's torch 1.13 is built against NumPy 1.x: NumPy 2 in the venv breaks tensor.numpy()
 # and every extension built with Debian's pybind11 2.10. Keep (or put back) NumPy < 2.
 "$VENV/bin/python" -c "import numpy, sys; sys.exit(int(numpy.__version__.split('.')[0]) >= 2)" || {

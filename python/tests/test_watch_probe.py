@@ -145,6 +145,29 @@ def test_two_ranks_one_slow(tmp_path):
     assert rep["cross_rank"]["straggler_rank"] == 1
 
 
+def test_accelerate_launch(tmp_path):
+    # `stoker watch -- accelerate launch train.py`: the probe reaches the rank through
+    # Accelerate's own launcher (a console script that starts the training interpreter).
+    # One process: with Debian's torch 1.13 on Python 3.11, Accelerate's multi-process path
+    # fails inside torch.distributed.run itself (see launch.py) and its multi-CPU path needs
+    # mpirun; the two-rank merge is test_two_ranks_one_slow's.
+    pytest.importorskip("accelerate")
+    acc = pathlib.Path(sys.executable).parent / "accelerate"
+    if not acc.exists():
+        pytest.skip(f"accelerate's launcher not next to {sys.executable}")
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    p, rep = watch(tmp_path, acc, "launch", "--cpu", "--num_processes", "1",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--num_cpu_threads_per_process", "1", TRAIN, "--workers", "0",
+                   "--load-ms", "5", "--step-ms", "2", "--steps", "32", env=env)
+    assert p.returncode == 0, p.stderr
+    w = rep["watch"]
+    assert w["probe"] and len(w["ranks"]) == 1 and w["ranks"][0]["steps"] == 31, w["ranks"]
+    assert w["dataloader"]["num_workers"] == 0
+    assert rep["verdict"]["primary"] == "input_bound", rep["verdict"]
+    assert cause_ok(rep, "input.too_few_workers"), (w["cpu"], rep["verdict"])
+
+
 def test_output_and_exit_code_pass_through(tmp_path):
     args = [TRAIN, "--steps", "6", "--exit-code", "3"]
     plain = subprocess.run([PY, *args], capture_output=True, text=True, timeout=120)
