@@ -16,7 +16,7 @@ namespace {
 
 // Every function pointer of the table is in one of the two lists (so it is loaded, and
 // checked against the real headers): the table is those pointers and the two paths.
-#define STOKER_COUNT(member, symbol) +1
+#define STOKER_COUNT(member, symbol, older) +1
 constexpr size_t kListed = 0 STOKER_CUDA_DRIVER_FUNCTIONS(STOKER_COUNT) STOKER_NVJPEG_FUNCTIONS(STOKER_COUNT);
 #undef STOKER_COUNT
 static_assert(sizeof(CudaApi) == kListed * sizeof(void (*)()) + 2 * sizeof(std::string),
@@ -36,8 +36,9 @@ void* OpenFirst(const std::vector<std::string>& names, std::string* path, std::s
 }
 
 template <typename F>
-bool Sym(void* h, const char* name, F* out, std::string* missing) {
+bool Sym(void* h, const char* name, const char* older, F* out, std::string* missing) {
   *out = reinterpret_cast<F>(::dlsym(h, name));
+  if (*out == nullptr && older != nullptr) *out = reinterpret_cast<F>(::dlsym(h, older));
   if (*out == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
   return *out != nullptr;
 }
@@ -50,7 +51,7 @@ Result<CudaApi*> Load(const CudaLibraryCandidates& where) {
   std::string missing;
   // The _v2 entry points are the ones cuda.h maps the plain names to since CUDA 4 (the
   // symbols are pinned to the real headers by cuda_api_header_check.cc).
-#define STOKER_LOAD(member, symbol) Sym(drv, symbol, &api->member, &missing);
+#define STOKER_LOAD(member, symbol, older) Sym(drv, symbol, older, &api->member, &missing);
   STOKER_CUDA_DRIVER_FUNCTIONS(STOKER_LOAD)
 #undef STOKER_LOAD
   if (!missing.empty())
@@ -66,7 +67,7 @@ Result<CudaApi*> Load(const CudaLibraryCandidates& where) {
   if (!nj)
     return Unimplemented("the GPU path needs nvJPEG (CUDA toolkit or the nvidia-nvjpeg wheel); "
                          "none could be loaded:{}", tried);
-#define STOKER_LOAD(member, symbol) Sym(nj, symbol, &api->member, &missing);
+#define STOKER_LOAD(member, symbol, older) Sym(nj, symbol, older, &api->member, &missing);
   STOKER_NVJPEG_FUNCTIONS(STOKER_LOAD)
 #undef STOKER_LOAD
   if (!missing.empty())

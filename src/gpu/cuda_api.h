@@ -74,59 +74,62 @@ struct NvjpegPinnedAllocator {
   int (*pinned_free)(void*);
 };
 
-// The table as X-macro lists: X(member, "exported symbol"). cuda_api.cc loads from them and
+// The table as X-macro lists: X(member, "exported symbol", "older symbol" or nullptr).
+// cuda_api.cc loads the symbol, else the older one (a driver from before the symbol);
 // cuda_api_header_check.cc checks each against the real headers: the member's type against
-// the declaration's, the symbol against the name cuda.h maps the plain name to (the _v2
-// entry points). A member added to CudaApi but not here is caught by a size check in
+// the declaration's, and that the name cuda.h maps the plain name to (cuMemAlloc ->
+// cuMemAlloc_v2) is one of the two. CUDA 13's cuda.h maps cuEventElapsedTime to
+// cuEventElapsedTime_v2 (drivers from 12.8 on export both, same signature); 12.x maps it
+// to the plain name. A member added to CudaApi but not here is caught by a size check in
 // cuda_api.cc.
 #define STOKER_CUDA_DRIVER_FUNCTIONS(X)                       \
-  X(cuInit, "cuInit")                                         \
-  X(cuDeviceGet, "cuDeviceGet")                               \
-  X(cuDeviceGetCount, "cuDeviceGetCount")                     \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")     \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent")                       \
-  X(cuStreamCreate, "cuStreamCreate")                         \
-  X(cuStreamDestroy, "cuStreamDestroy_v2")                    \
-  X(cuStreamWaitEvent, "cuStreamWaitEvent")                   \
-  X(cuEventCreate, "cuEventCreate")                           \
-  X(cuEventDestroy, "cuEventDestroy_v2")                      \
-  X(cuEventRecord, "cuEventRecord")                           \
-  X(cuEventQuery, "cuEventQuery")                             \
-  X(cuEventSynchronize, "cuEventSynchronize")                 \
-  X(cuEventElapsedTime, "cuEventElapsedTime")                 \
-  X(cuMemAlloc, "cuMemAlloc_v2")                              \
-  X(cuMemFree, "cuMemFree_v2")                                \
-  X(cuMemAllocHost, "cuMemAllocHost_v2")                      \
-  X(cuMemFreeHost, "cuMemFreeHost")                           \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                \
-  X(cuMemGetInfo, "cuMemGetInfo_v2")                          \
-  X(cuModuleLoadData, "cuModuleLoadData")                     \
-  X(cuModuleGetFunction, "cuModuleGetFunction")               \
-  X(cuLaunchKernel, "cuLaunchKernel")                         \
-  X(cuGetErrorString, "cuGetErrorString")
+  X(cuInit, "cuInit", nullptr)                                         \
+  X(cuDeviceGet, "cuDeviceGet", nullptr)                               \
+  X(cuDeviceGetCount, "cuDeviceGetCount", nullptr)                     \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", nullptr)     \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", nullptr)                       \
+  X(cuStreamCreate, "cuStreamCreate", nullptr)                         \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", nullptr)                    \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", nullptr)                   \
+  X(cuEventCreate, "cuEventCreate", nullptr)                           \
+  X(cuEventDestroy, "cuEventDestroy_v2", nullptr)                      \
+  X(cuEventRecord, "cuEventRecord", nullptr)                           \
+  X(cuEventQuery, "cuEventQuery", nullptr)                             \
+  X(cuEventSynchronize, "cuEventSynchronize", nullptr)                 \
+  X(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")                 \
+  X(cuMemAlloc, "cuMemAlloc_v2", nullptr)                              \
+  X(cuMemFree, "cuMemFree_v2", nullptr)                                \
+  X(cuMemAllocHost, "cuMemAllocHost_v2", nullptr)                      \
+  X(cuMemFreeHost, "cuMemFreeHost", nullptr)                           \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", nullptr)                \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", nullptr)                          \
+  X(cuModuleLoadData, "cuModuleLoadData", nullptr)                     \
+  X(cuModuleGetFunction, "cuModuleGetFunction", nullptr)               \
+  X(cuLaunchKernel, "cuLaunchKernel", nullptr)                         \
+  X(cuGetErrorString, "cuGetErrorString", nullptr)
 
 #define STOKER_NVJPEG_FUNCTIONS(X)                                          \
-  X(nvjpegCreateEx, "nvjpegCreateEx")                                       \
-  X(nvjpegDestroy, "nvjpegDestroy")                                         \
-  X(nvjpegDecoderCreate, "nvjpegDecoderCreate")                             \
-  X(nvjpegDecoderDestroy, "nvjpegDecoderDestroy")                           \
-  X(nvjpegDecoderStateCreate, "nvjpegDecoderStateCreate")                   \
-  X(nvjpegJpegStateDestroy, "nvjpegJpegStateDestroy")                       \
-  X(nvjpegJpegStreamCreate, "nvjpegJpegStreamCreate")                       \
-  X(nvjpegJpegStreamDestroy, "nvjpegJpegStreamDestroy")                     \
-  X(nvjpegJpegStreamParse, "nvjpegJpegStreamParse")                         \
-  X(nvjpegDecodeParamsCreate, "nvjpegDecodeParamsCreate")                   \
-  X(nvjpegDecodeParamsDestroy, "nvjpegDecodeParamsDestroy")                 \
-  X(nvjpegDecodeParamsSetOutputFormat, "nvjpegDecodeParamsSetOutputFormat") \
-  X(nvjpegBufferPinnedCreate, "nvjpegBufferPinnedCreate")                   \
-  X(nvjpegBufferPinnedDestroy, "nvjpegBufferPinnedDestroy")                 \
-  X(nvjpegBufferDeviceCreate, "nvjpegBufferDeviceCreate")                   \
-  X(nvjpegBufferDeviceDestroy, "nvjpegBufferDeviceDestroy")                 \
-  X(nvjpegStateAttachPinnedBuffer, "nvjpegStateAttachPinnedBuffer")         \
-  X(nvjpegStateAttachDeviceBuffer, "nvjpegStateAttachDeviceBuffer")         \
-  X(nvjpegDecodeJpegHost, "nvjpegDecodeJpegHost")                           \
-  X(nvjpegDecodeJpegTransferToDevice, "nvjpegDecodeJpegTransferToDevice")   \
-  X(nvjpegDecodeJpegDevice, "nvjpegDecodeJpegDevice")
+  X(nvjpegCreateEx, "nvjpegCreateEx", nullptr)                                       \
+  X(nvjpegDestroy, "nvjpegDestroy", nullptr)                                         \
+  X(nvjpegDecoderCreate, "nvjpegDecoderCreate", nullptr)                             \
+  X(nvjpegDecoderDestroy, "nvjpegDecoderDestroy", nullptr)                           \
+  X(nvjpegDecoderStateCreate, "nvjpegDecoderStateCreate", nullptr)                   \
+  X(nvjpegJpegStateDestroy, "nvjpegJpegStateDestroy", nullptr)                       \
+  X(nvjpegJpegStreamCreate, "nvjpegJpegStreamCreate", nullptr)                       \
+  X(nvjpegJpegStreamDestroy, "nvjpegJpegStreamDestroy", nullptr)                     \
+  X(nvjpegJpegStreamParse, "nvjpegJpegStreamParse", nullptr)                         \
+  X(nvjpegDecodeParamsCreate, "nvjpegDecodeParamsCreate", nullptr)                   \
+  X(nvjpegDecodeParamsDestroy, "nvjpegDecodeParamsDestroy", nullptr)                 \
+  X(nvjpegDecodeParamsSetOutputFormat, "nvjpegDecodeParamsSetOutputFormat", nullptr) \
+  X(nvjpegBufferPinnedCreate, "nvjpegBufferPinnedCreate", nullptr)                   \
+  X(nvjpegBufferPinnedDestroy, "nvjpegBufferPinnedDestroy", nullptr)                 \
+  X(nvjpegBufferDeviceCreate, "nvjpegBufferDeviceCreate", nullptr)                   \
+  X(nvjpegBufferDeviceDestroy, "nvjpegBufferDeviceDestroy", nullptr)                 \
+  X(nvjpegStateAttachPinnedBuffer, "nvjpegStateAttachPinnedBuffer", nullptr)         \
+  X(nvjpegStateAttachDeviceBuffer, "nvjpegStateAttachDeviceBuffer", nullptr)         \
+  X(nvjpegDecodeJpegHost, "nvjpegDecodeJpegHost", nullptr)                           \
+  X(nvjpegDecodeJpegTransferToDevice, "nvjpegDecodeJpegTransferToDevice", nullptr)   \
+  X(nvjpegDecodeJpegDevice, "nvjpegDecodeJpegDevice", nullptr)
 
 struct CudaApi {
   // --- driver API (libcuda.so.1)
@@ -199,7 +202,11 @@ struct CudaApi {
 // wheel's and torch's own library folders first).
 struct CudaLibraryCandidates {
   std::vector<std::string> driver = {"libcuda.so.1", "libcuda.so"};
-  std::vector<std::string> nvjpeg = {"libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"};
+  // CUDA 13 first (its toolkit and wheels ship libnvjpeg.so.13), then 12, 11; the
+  // toolkit's folder by path too (often not in the loader's cache).
+  std::vector<std::string> nvjpeg = {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so.11",
+                                     "libnvjpeg.so", "/usr/local/cuda/lib64/libnvjpeg.so.13",
+                                     "/usr/local/cuda/lib64/libnvjpeg.so.12"};
 };
 
 // Loads both libraries and every symbol. kUnimplemented naming each library tried and why

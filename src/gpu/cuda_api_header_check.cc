@@ -21,7 +21,7 @@
 
 // Our member types, captured before cuda.h turns the member names into macros.
 namespace ours {
-#define STOKER_OURS(member, symbol) using member##_t = decltype(stoker::gpu::CudaApi::member);
+#define STOKER_OURS(member, symbol, older) using member##_t = decltype(stoker::gpu::CudaApi::member);
 STOKER_CUDA_DRIVER_FUNCTIONS(STOKER_OURS)
 STOKER_NVJPEG_FUNCTIONS(STOKER_OURS)
 #undef STOKER_OURS
@@ -94,6 +94,7 @@ constexpr bool SameFn() {
 }
 
 constexpr bool StrEq(const char* a, const char* b) {
+  if (a == nullptr || b == nullptr) return a == b;
   while (*a && *a == *b) ++a, ++b;
   return *a == *b;
 }
@@ -102,16 +103,22 @@ constexpr bool StrEq(const char* a, const char* b) {
 #define STOKER_STR(x) STOKER_STR2(x)  // the argument macro-expanded first: the real symbol
 
 // `member` is expanded where it is not pasted or stringified: decltype(&member) is the
-// real declaration (cuMemAlloc -> cuMemAlloc_v2), STOKER_STR(member) its symbol.
-#define STOKER_CHECK(member, symbol)                                                        \
+// real declaration (cuMemAlloc -> cuMemAlloc_v2), STOKER_STR(member) its symbol. Where the
+// table names an older symbol too, the older one must have the same signature (it is what
+// an older driver gives): checked below for the one such entry.
+#define STOKER_CHECK(member, symbol, older)                                                 \
   static_assert(SameFn<ours::member##_t, decltype(&member)>(),                              \
                 "CudaApi::" #member " does not match its declaration in cuda.h/nvjpeg.h");  \
-  static_assert(StrEq(symbol, STOKER_STR(member)),                                          \
+  static_assert(StrEq(symbol, STOKER_STR(member)) || StrEq(older, STOKER_STR(member)),      \
                 "CudaApi::" #member " is loaded as " symbol " but the header maps it to "   \
                 STOKER_STR(member));
 STOKER_CUDA_DRIVER_FUNCTIONS(STOKER_CHECK)
 STOKER_NVJPEG_FUNCTIONS(STOKER_CHECK)
 #undef STOKER_CHECK
+
+#if CUDA_VERSION >= 12080
+static_assert(SameFn<ours::cuEventElapsedTime_t, decltype(&cuEventElapsedTime_v2)>());
+#endif
 
 // Scalar types.
 static_assert(std::is_same_v<g::CUdevice, ::CUdevice>);

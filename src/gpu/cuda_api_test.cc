@@ -25,7 +25,7 @@ TEST(CudaApiHeaders, NvjpegExportsEveryListedSymbol) {
   ASSERT_NE(h, nullptr) << STOKER_NVJPEG_LIB << ": " << ::dlerror();
   std::vector<std::string> missing;
   int n = 0;
-#define STOKER_SYM(member, symbol) \
+#define STOKER_SYM(member, symbol, older) \
   ++n;                             \
   if (::dlsym(h, symbol) == nullptr) missing.push_back(symbol);
   STOKER_NVJPEG_FUNCTIONS(STOKER_SYM)
