@@ -1,6 +1,6 @@
-// The real nvJPEG library against the table's symbol list (cuda_api.h). The build passes
-// STOKER_NVJPEG_LIB when it finds libnvjpeg (the nvidia-nvjpeg-cu12 wheel install-deps.sh
-// puts in ~/.cache/stoker-cuda-headers, or the toolkit); libnvjpeg loads without a GPU.
+// The real nvJPEG libraries against the table's symbol list (cuda_api.h). The build passes
+// STOKER_NVJPEG_LIBS when it finds the CUDA 12 / 13 nvJPEG wheels install-deps.sh puts in
+// ~/.cache/stoker-cuda-headers; libnvjpeg loads without a GPU.
 // The types and the driver's symbol names are checked at compile time
 // (cuda_api_header_check.cc); libcuda comes only with a driver, so its exports are checked
 // on the GPU machine (bench/gpu/check.sh).
@@ -16,25 +16,33 @@
 namespace stoker::gpu {
 namespace {
 
+// The symbol, or the older one the table falls back to.
+[[maybe_unused]] bool Exports(void* h, const char* symbol, const char* older) {
+  return ::dlsym(h, symbol) != nullptr || (older != nullptr && ::dlsym(h, older) != nullptr);
+}
+
 TEST(CudaApiHeaders, NvjpegExportsEveryListedSymbol) {
-#ifndef STOKER_NVJPEG_LIB
+#ifndef STOKER_NVJPEG_LIBS
   GTEST_SKIP() << "no libnvjpeg found at configure time (scripts/install-deps.sh installs the "
-                  "nvidia-nvjpeg-cu12 wheel into ~/.cache/stoker-cuda-headers)";
+                  "nvJPEG wheels into ~/.cache/stoker-cuda-headers)";
 #else
-  void* h = ::dlopen(STOKER_NVJPEG_LIB, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << STOKER_NVJPEG_LIB << ": " << ::dlerror();
-  std::vector<std::string> missing;
-  int n = 0;
+  for (const char* lib : {STOKER_NVJPEG_LIBS}) {
+    SCOPED_TRACE(lib);
+    void* h = ::dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << lib << ": " << ::dlerror();
+    std::vector<std::string> missing;
+    int n = 0;
 #define STOKER_SYM(member, symbol, older) \
-  ++n;                             \
-  if (::dlsym(h, symbol) == nullptr) missing.push_back(symbol);
-  STOKER_NVJPEG_FUNCTIONS(STOKER_SYM)
+  ++n;                                    \
+  if (!Exports(h, symbol, older)) missing.push_back(symbol);
+    STOKER_NVJPEG_FUNCTIONS(STOKER_SYM)
 #undef STOKER_SYM
-  EXPECT_EQ(n, 21);
-  EXPECT_TRUE(missing.empty()) << STOKER_NVJPEG_LIB << " lacks " << testing::PrintToString(missing);
-  // The check can fail: a name nvJPEG does not export is reported missing.
-  EXPECT_EQ(::dlsym(h, "nvjpegDecodeJpegNoSuchCall"), nullptr);
-  ::dlclose(h);
+    EXPECT_EQ(n, 21);
+    EXPECT_TRUE(missing.empty()) << lib << " lacks " << testing::PrintToString(missing);
+    // The check can fail: a name nvJPEG does not export is reported missing.
+    EXPECT_EQ(::dlsym(h, "nvjpegDecodeJpegNoSuchCall"), nullptr);
+    ::dlclose(h);
+  }
 #endif
 }
 
