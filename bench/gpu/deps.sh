@@ -17,6 +17,7 @@ stoker_use_carried_deps() {
   # The .pc files and one symlink name /usr and /lib: make them name the unpacked tree.
   sed -i -E "s#=(/usr|/lib)#=$d\\1#" "$d"/usr/lib/$arch/pkgconfig/*.pc "$d"/usr/share/pkgconfig/*.pc
   [ -e "$d/lib/$arch/libz.so.1" ] && ln -sf "$d/lib/$arch/libz.so.1" "$d/usr/lib/$arch/libz.so"
+  export STOKER_DEPS_DIR="$d"
   export CMAKE_PREFIX_PATH="$d/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
   export PKG_CONFIG_PATH="$d/usr/lib/$arch/pkgconfig:$d/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   # CMake would pick the carried usr/bin/pkg-config first (CMAKE_PREFIX_PATH), which needs
