@@ -103,6 +103,25 @@ if [ "${STOKER_INSTALL_CUDA:-0}" = 1 ] && [ ! -x "$HOME/.cache/stoker-cuda/nvidi
   echo "[deps] installing ptxas (nvidia-cuda-nvcc-cu12) into $HOME/.cache/stoker-cuda"
   "$VENV/bin/pip" install -q --target "$HOME/.cache/stoker-cuda" nvidia-cuda-nvcc-cu12
 fi
+# CUDA headers for the compile-only check of the GPU path's dlopen table against the real
+# cuda.h and nvjpeg.h (src/gpu/cuda_api_header_check.cc, CMake STOKER_CUDA_HEADER_CHECK), for
+# CUDA 12 and CUDA 13 (the GPU machines run 13): the runtime and nvJPEG wheels (+ crt for 13),
+# about 15 MB downloaded together (headers, and libnvjpeg, whose exports the tests check),
+# into a cache outside the venv, without dependencies. Nothing links them.
+# STOKER_INSTALL_CUDA_HEADERS=0 skips it (the check is then skipped too).
+CUDA_HDRS="$HOME/.cache/stoker-cuda-headers"
+if [ "${STOKER_INSTALL_CUDA_HEADERS:-1}" = 1 ]; then
+  if [ ! -f "$CUDA_HDRS/cu12/nvidia/cuda_runtime/include/cuda.h" ] || [ ! -f "$CUDA_HDRS/cu12/nvidia/nvjpeg/include/nvjpeg.h" ]; then
+    echo "[deps] installing CUDA 12 headers (nvidia-cuda-runtime-cu12, nvidia-nvjpeg-cu12) into $CUDA_HDRS/cu12"
+    "$VENV/bin/pip" install -q --no-deps --upgrade --target "$CUDA_HDRS/cu12" \
+      "nvidia-cuda-runtime-cu12==12.9.79" "nvidia-nvjpeg-cu12==12.4.0.76"
+  fi
+  if [ ! -f "$CUDA_HDRS/cu13/nvidia/cu13/include/nvjpeg.h" ] || [ ! -f "$CUDA_HDRS/cu13/nvidia/cu13/include/crt/host_defines.h" ]; then
+    echo "[deps] installing CUDA 13 headers (nvidia-cuda-runtime, nvidia-nvjpeg, nvidia-cuda-crt) into $CUDA_HDRS/cu13"
+    "$VENV/bin/pip" install -q --no-deps --upgrade --target "$CUDA_HDRS/cu13" \
+      "nvidia-cuda-runtime==13.0.96" "nvidia-nvjpeg==13.0.4.44" "nvidia-cuda-crt==13.0.88"
+  fi
+fi
 echo "[deps] ok"
 # Object storage (#14): boto3 writes and reads the objects the s3:// tests compare against;
 # the S3 test server needs a JRE (S3Proxy) and Go (toxiproxy, built by scripts/servers/s3.sh).

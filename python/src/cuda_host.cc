@@ -38,7 +38,8 @@ class PinnedAllocator final : public HostAllocator {
 };
 
 std::mutex g_mu;
-std::vector<std::string> g_candidates = {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"};
+std::vector<std::string> g_candidates = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
+                                          "libcudart.so.11.0"};
 CudaRuntime* g_runtime = nullptr;        // leaked on purpose
 PinnedAllocator* g_allocator = nullptr;  // leaked on purpose
 

@@ -94,13 +94,17 @@ def _dist_rank():
 
 
 def _library_candidates(prefix, wheel_dirs, fallbacks):
-    """Files named prefix*.so* in torch's lib folder, then in `wheel_dirs` under each entry of
-    sys.path (the nvidia-* wheels), then the bare `fallbacks` for the dynamic loader."""
+    """Files named prefix*.so* in torch's lib folder, then in each of `wheel_dirs` (a tuple
+    of path parts, or several) under each entry of sys.path (the nvidia-* wheels:
+    nvidia/<lib>/lib for CUDA 12, nvidia/cu13/lib for CUDA 13), then the bare or absolute
+    `fallbacks` for the dynamic loader."""
+    if wheel_dirs and isinstance(wheel_dirs[0], str):
+        wheel_dirs = (wheel_dirs,)
     dirs = []
     torch = sys.modules.get("torch")
     if torch is not None:
         dirs.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
-    dirs += [os.path.join(p, *wheel_dirs) for p in sys.path]
+    dirs += [os.path.join(p, *w) for w in wheel_dirs for p in sys.path]
     cands = []
     for d in dirs:
         try:
@@ -111,17 +115,28 @@ def _library_candidates(prefix, wheel_dirs, fallbacks):
     return cands + list(fallbacks)
 
 
+def _toolkit_libs(*names):
+    """Absolute paths in the CUDA toolkit's lib folders ($CUDA_HOME, /usr/local/cuda), which
+    the dynamic loader's cache often lacks."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    return tuple(os.path.join(r, "lib64", n) for r in roots if r for n in names)
+
+
 def _cuda_runtime_candidates():
     """libcudart files to try for pinned memory: torch's own first (one runtime for both)."""
-    return _library_candidates("libcudart", ("nvidia", "cuda_runtime", "lib"),
-                               ("libcudart.so", "libcudart.so.12", "libcudart.so.11.0"))
+    return _library_candidates("libcudart", (("nvidia", "cuda_runtime", "lib"), ("nvidia", "cu13", "lib")),
+                               ("libcudart.so.13", "libcudart.so.12", "libcudart.so", "libcudart.so.11.0")
+                               + _toolkit_libs("libcudart.so.13", "libcudart.so.12"))
 
 
 def _nvjpeg_candidates():
-    """libnvjpeg files to try for GPU decode: torch's, the nvidia-nvjpeg wheel's, then the
-    system's (the CUDA toolkit)."""
-    return _library_candidates("libnvjpeg", ("nvidia", "nvjpeg", "lib"),
-                               ("libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so"))
+    """libnvjpeg files to try for GPU decode: torch's, the nvidia-nvjpeg wheel's (CUDA 12 or
+    13 layout), torchvision's bundled copy (torchvision.libs), then the system's (the CUDA
+    toolkit)."""
+    return _library_candidates("libnvjpeg", (("nvidia", "nvjpeg", "lib"), ("nvidia", "cu13", "lib"),
+                                             ("torchvision.libs",)),
+                               ("libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so.11", "libnvjpeg.so")
+                               + _toolkit_libs("libnvjpeg.so.13", "libnvjpeg.so.12"))
 
 
 def gpu_decode_available():

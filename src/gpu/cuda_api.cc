@@ -14,6 +14,14 @@ std::string CudaApi::Error(const char* call, CUresult r) const {
 
 namespace {
 
+// Every function pointer of the table is in one of the two lists (so it is loaded, and
+// checked against the real headers): the table is those pointers and the two paths.
+#define STOKER_COUNT(member, symbol, older) +1
+constexpr size_t kListed = 0 STOKER_CUDA_DRIVER_FUNCTIONS(STOKER_COUNT) STOKER_NVJPEG_FUNCTIONS(STOKER_COUNT);
+#undef STOKER_COUNT
+static_assert(sizeof(CudaApi) == kListed * sizeof(void (*)()) + 2 * sizeof(std::string),
+              "a CudaApi member is missing from STOKER_CUDA_DRIVER_FUNCTIONS/STOKER_NVJPEG_FUNCTIONS");
+
 void* OpenFirst(const std::vector<std::string>& names, std::string* path, std::string* tried) {
   for (const auto& n : names) {
     void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -28,8 +36,9 @@ void* OpenFirst(const std::vector<std::string>& names, std::string* path, std::s
 }
 
 template <typename F>
-bool Sym(void* h, const char* name, F* out, std::string* missing) {
+bool Sym(void* h, const char* name, const char* older, F* out, std::string* missing) {
   *out = reinterpret_cast<F>(::dlsym(h, name));
+  if (*out == nullptr && older != nullptr) *out = reinterpret_cast<F>(::dlsym(h, older));
   if (*out == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
   return *out != nullptr;
 }
@@ -40,31 +49,11 @@ Result<CudaApi*> Load(const CudaLibraryCandidates& where) {
   void* drv = OpenFirst(where.driver, &api->driver_path, &tried);
   if (!drv) return Unimplemented("the GPU path needs the CUDA driver (libcuda); none could be loaded:{}", tried);
   std::string missing;
-  // The _v2 entry points are the ones cuda.h maps the plain names to since CUDA 4.
-  Sym(drv, "cuInit", &api->cuInit, &missing);
-  Sym(drv, "cuDeviceGet", &api->cuDeviceGet, &missing);
-  Sym(drv, "cuDeviceGetCount", &api->cuDeviceGetCount, &missing);
-  Sym(drv, "cuDevicePrimaryCtxRetain", &api->cuDevicePrimaryCtxRetain, &missing);
-  Sym(drv, "cuCtxSetCurrent", &api->cuCtxSetCurrent, &missing);
-  Sym(drv, "cuStreamCreate", &api->cuStreamCreate, &missing);
-  Sym(drv, "cuStreamDestroy_v2", &api->cuStreamDestroy, &missing);
-  Sym(drv, "cuStreamWaitEvent", &api->cuStreamWaitEvent, &missing);
-  Sym(drv, "cuEventCreate", &api->cuEventCreate, &missing);
-  Sym(drv, "cuEventDestroy_v2", &api->cuEventDestroy, &missing);
-  Sym(drv, "cuEventRecord", &api->cuEventRecord, &missing);
-  Sym(drv, "cuEventQuery", &api->cuEventQuery, &missing);
-  Sym(drv, "cuEventSynchronize", &api->cuEventSynchronize, &missing);
-  Sym(drv, "cuEventElapsedTime", &api->cuEventElapsedTime, &missing);
-  Sym(drv, "cuMemAlloc_v2", &api->cuMemAlloc, &missing);
-  Sym(drv, "cuMemFree_v2", &api->cuMemFree, &missing);
-  Sym(drv, "cuMemAllocHost_v2", &api->cuMemAllocHost, &missing);
-  Sym(drv, "cuMemFreeHost", &api->cuMemFreeHost, &missing);
-  Sym(drv, "cuMemcpyHtoDAsync_v2", &api->cuMemcpyHtoDAsync, &missing);
-  Sym(drv, "cuMemGetInfo_v2", &api->cuMemGetInfo, &missing);
-  Sym(drv, "cuModuleLoadData", &api->cuModuleLoadData, &missing);
-  Sym(drv, "cuModuleGetFunction", &api->cuModuleGetFunction, &missing);
-  Sym(drv, "cuLaunchKernel", &api->cuLaunchKernel, &missing);
-  Sym(drv, "cuGetErrorString", &api->cuGetErrorString, &missing);
+  // The _v2 entry points are the ones cuda.h maps the plain names to since CUDA 4 (the
+  // symbols are pinned to the real headers by cuda_api_header_check.cc).
+#define STOKER_LOAD(member, symbol, older) Sym(drv, symbol, older, &api->member, &missing);
+  STOKER_CUDA_DRIVER_FUNCTIONS(STOKER_LOAD)
+#undef STOKER_LOAD
   if (!missing.empty())
     return Unimplemented("the CUDA driver {} lacks {} (driver too old?)", api->driver_path, missing);
   if (CUresult r = api->cuInit(0); r != kCudaSuccess)
@@ -78,27 +67,9 @@ Result<CudaApi*> Load(const CudaLibraryCandidates& where) {
   if (!nj)
     return Unimplemented("the GPU path needs nvJPEG (CUDA toolkit or the nvidia-nvjpeg wheel); "
                          "none could be loaded:{}", tried);
-  Sym(nj, "nvjpegCreateEx", &api->nvjpegCreateEx, &missing);
-  Sym(nj, "nvjpegDestroy", &api->nvjpegDestroy, &missing);
-  Sym(nj, "nvjpegDecoderCreate", &api->nvjpegDecoderCreate, &missing);
-  Sym(nj, "nvjpegDecoderDestroy", &api->nvjpegDecoderDestroy, &missing);
-  Sym(nj, "nvjpegDecoderStateCreate", &api->nvjpegDecoderStateCreate, &missing);
-  Sym(nj, "nvjpegJpegStateDestroy", &api->nvjpegJpegStateDestroy, &missing);
-  Sym(nj, "nvjpegJpegStreamCreate", &api->nvjpegJpegStreamCreate, &missing);
-  Sym(nj, "nvjpegJpegStreamDestroy", &api->nvjpegJpegStreamDestroy, &missing);
-  Sym(nj, "nvjpegJpegStreamParse", &api->nvjpegJpegStreamParse, &missing);
-  Sym(nj, "nvjpegDecodeParamsCreate", &api->nvjpegDecodeParamsCreate, &missing);
-  Sym(nj, "nvjpegDecodeParamsDestroy", &api->nvjpegDecodeParamsDestroy, &missing);
-  Sym(nj, "nvjpegDecodeParamsSetOutputFormat", &api->nvjpegDecodeParamsSetOutputFormat, &missing);
-  Sym(nj, "nvjpegBufferPinnedCreate", &api->nvjpegBufferPinnedCreate, &missing);
-  Sym(nj, "nvjpegBufferPinnedDestroy", &api->nvjpegBufferPinnedDestroy, &missing);
-  Sym(nj, "nvjpegBufferDeviceCreate", &api->nvjpegBufferDeviceCreate, &missing);
-  Sym(nj, "nvjpegBufferDeviceDestroy", &api->nvjpegBufferDeviceDestroy, &missing);
-  Sym(nj, "nvjpegStateAttachPinnedBuffer", &api->nvjpegStateAttachPinnedBuffer, &missing);
-  Sym(nj, "nvjpegStateAttachDeviceBuffer", &api->nvjpegStateAttachDeviceBuffer, &missing);
-  Sym(nj, "nvjpegDecodeJpegHost", &api->nvjpegDecodeJpegHost, &missing);
-  Sym(nj, "nvjpegDecodeJpegTransferToDevice", &api->nvjpegDecodeJpegTransferToDevice, &missing);
-  Sym(nj, "nvjpegDecodeJpegDevice", &api->nvjpegDecodeJpegDevice, &missing);
+#define STOKER_LOAD(member, symbol, older) Sym(nj, symbol, older, &api->member, &missing);
+  STOKER_NVJPEG_FUNCTIONS(STOKER_LOAD)
+#undef STOKER_LOAD
   if (!missing.empty())
     return Unimplemented("nvJPEG {} lacks {} (nvJPEG from CUDA 11 or newer is needed)",
                          api->nvjpeg_path, missing);

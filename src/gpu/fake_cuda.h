@@ -85,7 +85,7 @@ class FakeCuda {
       *s = r == kCudaErrorOutOfMemory ? "out of memory" : "fake error";
       return 0;
     };
-    a.nvjpegCreateEx = [](int, void*, void*, unsigned, nvjpegHandle_t* h) {
+    a.nvjpegCreateEx = [](int, NvjpegDevAllocator*, NvjpegPinnedAllocator*, unsigned, nvjpegHandle_t* h) {
       *h = reinterpret_cast<nvjpegHandle_t>(0x10);
       return 0;
     };
@@ -120,12 +120,12 @@ class FakeCuda {
     a.nvjpegDecodeParamsSetOutputFormat = [](nvjpegDecodeParams_t, int f) {
       return f == kNvjpegOutputRgbi ? 0 : 2;
     };
-    a.nvjpegBufferPinnedCreate = [](nvjpegHandle_t, void*, nvjpegBufferPinned_t* b) {
+    a.nvjpegBufferPinnedCreate = [](nvjpegHandle_t, NvjpegPinnedAllocator*, nvjpegBufferPinned_t* b) {
       *b = reinterpret_cast<nvjpegBufferPinned_t>(0x30);
       return 0;
     };
     a.nvjpegBufferPinnedDestroy = [](nvjpegBufferPinned_t) { return 0; };
-    a.nvjpegBufferDeviceCreate = [](nvjpegHandle_t, void*, nvjpegBufferDevice_t* b) {
+    a.nvjpegBufferDeviceCreate = [](nvjpegHandle_t, NvjpegDevAllocator*, nvjpegBufferDevice_t* b) {
       *b = reinterpret_cast<nvjpegBufferDevice_t>(0x40);
       return 0;
     };
