@@ -35,7 +35,6 @@ namespace stoker {
 namespace {
 
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kFirstFetchRead = 256 << 10;  // a fetch's first read; doubles after each
 
 Status Errno(const std::string& what, const std::string& path) {
   return IOError("cache: {} {}: {}", what, path, std::strerror(errno));
@@ -655,20 +654,14 @@ struct CacheEnv::Impl {
     uLong crc = crc32(0L, Z_NULL, 0);
     STOKER_ASSIGN_OR_RETURN(auto src, backing->NewRandomAccessFile(path));
     std::vector<uint8_t> buf(std::min<uint64_t>(o.chunk_bytes, std::max<uint64_t>(size, 1)));
-    // The first reads are small and double up to chunk_bytes (a growing window, as
-    // Mountpoint's prefetcher does): a reader following the fetch gets its first bytes
-    // after one short read instead of a whole chunk (8 MiB: most of a 10 MB shard), which
-    // on a shared link, at a quarter of its rate, was most of a cold epoch's stall.
-    uint64_t step = std::min<uint64_t>(kFirstFetchRead, buf.size());
     uint64_t off = 0;
     while (off < size) {
       {
         MutexLock l(&mu);
         if (stop) return Cancelled("cache: closing");
       }
-      size_t n = static_cast<size_t>(std::min<uint64_t>(step, size - off));
+      size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
       STOKER_ASSIGN_OR_RETURN(size_t got, src->ReadAt(off, n, buf.data()));
-      step = std::min<uint64_t>(step * 2, buf.size());
       source_bytes += got;
       if (got == 0) break;
       if (!WriteAll(part_fd, buf.data(), got, off)) return Errno("write", path);
