@@ -30,6 +30,12 @@ function(stoker_optional_deps target)
   # located without importing it (importing needs a matching NumPy). Set
   # -DSTOKER_PYTHON=/path/to/python to choose the interpreter, -DSTOKER_PARQUET=OFF to skip.
   option(STOKER_PARQUET "Parquet format from the pyarrow wheel's C++ libraries" ON)
+  option(STOKER_REQUIRE_PARQUET "fail the configure when pyarrow's C++ libraries are missing" OFF)
+  if(NOT DEFINED STOKER_PYTHON AND SKBUILD AND Python_EXECUTABLE)
+    # pip install / pip wheel: the build environment's interpreter (its pyarrow is the one
+    # pyproject.toml's build-system.requires installed), not the source tree's .venv.
+    set(STOKER_PYTHON ${Python_EXECUTABLE})
+  endif()
   if(NOT DEFINED STOKER_PYTHON)
     if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
       set(STOKER_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python)
@@ -75,6 +81,11 @@ function(stoker_optional_deps target)
         message(STATUS "stoker: object storage enabled (Arrow ${_pa_s3})")
       endif()
     endif()
+  elseif(STOKER_PARQUET AND STOKER_REQUIRE_PARQUET)
+    message(FATAL_ERROR "stoker: pyarrow's C++ libraries not found via '${STOKER_PYTHON}' "
+                        "(STOKER_REQUIRE_PARQUET is ON, as in pip builds): install pyarrow "
+                        "(pip install 'pyarrow<21') into the build environment, or build "
+                        "without Parquet with -DSTOKER_PARQUET=OFF")
   else()
     message(STATUS "stoker: pyarrow C++ libraries not found via '${STOKER_PYTHON}', "
                    "format 'parquet' unavailable (pip install pyarrow into .venv and reconfigure)")

@@ -7,12 +7,51 @@ hierarchy is defined here so that pure-Python parts (watch, tune_dataloader) rai
 types.
 """
 
+
+
+def _preload_pyarrow_libs():
+    """Loads the installed pyarrow's C++ libraries (libarrow, libparquet) into the process.
+
+    The extension finds them through its run-time path relative to itself
+    (``$ORIGIN/../pyarrow``: pyarrow installed next to stoker in the same site-packages).
+    When pyarrow lives in another directory of sys.path (a --system-site-packages venv, the
+    user site), that path misses; loading pyarrow's own copies first, by their soname, lets
+    the extension's import bind to them. False when pyarrow is not importable."""
+    try:
+        import ctypes
+        import glob
+        import os
+
+        import pyarrow
+    except ImportError:
+        return False
+    loaded = False
+    for d in pyarrow.get_library_dirs():
+        for name in ("libarrow.so.*", "libparquet.so.*"):
+            for lib in sorted(glob.glob(os.path.join(d, name)), key=len)[:1]:
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                loaded = True
+    return loaded
+
+
 try:
     from . import _stoker as _ext
     _IMPORT_ERROR = None
 except ImportError as e:  # pure-Python use: no compiled engine
     _ext = None
     _IMPORT_ERROR = e
+    if "libarrow" in str(e) or "libparquet" in str(e):
+        # Built with pyarrow's Parquet: the libraries were not found beside the package.
+        if _preload_pyarrow_libs():
+            try:
+                from . import _stoker as _ext
+                _IMPORT_ERROR = None
+            except ImportError as e2:
+                _IMPORT_ERROR = e2
+        else:
+            _IMPORT_ERROR = ImportError(
+                f"{e}: stoker was built with the Parquet format, which uses pyarrow's C++ "
+                "libraries; install the pyarrow it was built with (pip install 'pyarrow<21')")
 
 if _ext is not None:
     StokerError = _ext.StokerError

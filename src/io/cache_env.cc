@@ -439,6 +439,7 @@ struct CacheEnv::Impl {
       while (struct dirent* e = ::readdir(d)) names.push_back(e->d_name);
       ::closedir(d);
     }
+    if (o.test_hook) o.test_hook("reserve-scanned", key);
     for (const auto& n : names) {
       if (n == "." || n == "..") continue;
       std::string fp = entries_dir + "/" + n;
@@ -614,6 +615,18 @@ struct CacheEnv::Impl {
       return f;
     }
     EntryMeta m{NormalizePath(path), src->size, src->mtime_ns, crc};
+    if (o.test_hook) o.test_hook("commit", key);
+    // The rename happens under the space lock: a scan (Reserve, of this process or another)
+    // lists the directory and then stats each name, and a `.part` renamed between the two
+    // would be counted neither as `.part` nor as entry, so a concurrent reservation took
+    // room that was not free (the look-ahead fetched a later file with no eviction).
+    FileLock space;
+    if (space.Acquire(dir_lock_path, /*block=*/true) != FileLock::kOk) {
+      ::unlink(part.c_str());
+      f.outcome = FetchOutcome::kError;
+      f.error = Errno("lock", dir_lock_path);
+      return f;
+    }
     // The metadata first, the data's rename last: an entry is complete once it has a name.
     if (!WriteFileAtomically(ep + ".meta", FormatMeta(m)) ||
         ::rename(part.c_str(), ep.c_str()) != 0) {

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,10 @@ struct CacheOptions {
   size_t chunk_bytes = 8 << 20;  // one read of the backing file while fetching
   bool demand_fetch = true;  // without a plan, fetch a file on its first read
   bool verify_crc = true;    // check an entry's CRC32 the first time this process opens it
+  // Tests only: called at named points of a fetch with the entry's key, so that a test can
+  // hold one thread at a point while another runs ("reserve-scanned": the directory listed
+  // under the space lock; "commit": a fetch about to make its entry visible). Empty: none.
+  std::function<void(const char* point, const std::string& key)> test_hook;
 };
 
 // One span of this process's epoch order that reads `path`: positions [first, last].
