@@ -41,12 +41,20 @@ TokenPipelineOptions Opts(std::vector<std::string> data, int64_t S, PackMode m) 
   o.index.seed = 42;
   o.index.cache_dir = "none";
   o.batch_size = 4;
+  // The separate [B, S] input_ids / labels / position_ids layout; the window layout (the
+  // default for concatenation) has its own tests below.
+  o.window = false;
+  o.position_ids = TokenPipelineOptions::PositionIds::kOn;
   return o;
 }
 
 template <typename T>
-const T* As(const std::vector<uint8_t>& v) {
-  return reinterpret_cast<const T*>(v.data());
+const T* As(const HostBuffer& v) {
+  return static_cast<const T*>(v.data());
+}
+std::vector<uint8_t> Bytes(const HostBuffer& v) {
+  const auto* p = static_cast<const uint8_t*>(v.data());
+  return std::vector<uint8_t>(p, p + v.size());
 }
 
 // Checks every row of a batch against the corpus: input ids are the pieces' tokens, position
@@ -93,7 +101,13 @@ void CheckBatch(const TokenBatch& b, PackMode mode, int64_t ignore) {
 
 using Cover = std::map<uint64_t, std::vector<int>>;  // doc -> count per token
 
-void AddCover(const TokenBatch& b, Cover* c, const std::vector<uint64_t>& lens) {
+// Only the batch's metadata (the token buffers are move-only and not needed here).
+struct Meta {
+  std::vector<int64_t> pieces, sample_ids, epochs;
+};
+Meta MetaOf(const TokenBatch& b) { return {b.pieces, b.sample_ids, b.epochs}; }
+
+void AddCover(const Meta& b, Cover* c, const std::vector<uint64_t>& lens) {
   for (size_t k = 0; k < b.pieces.size(); k += 5) {
     uint64_t doc = static_cast<uint64_t>(b.pieces[k + 2]);
     auto& v = (*c)[doc];
@@ -123,7 +137,7 @@ TEST(TokenPipeline, ConcatEveryTokenOncePerEpoch) {
       ASSERT_EQ((*b)->epochs[r], 0);
     }
     // Only the rows of epoch 0 count.
-    TokenBatch only = **b;
+    Meta only = MetaOf(**b);
     std::vector<int64_t> keep;
     for (size_t k = 0; k < only.pieces.size(); k += 5)
       if (only.epochs[only.pieces[k]] == 0)
@@ -185,7 +199,7 @@ TEST_P(PackTest, NoSampleCrossesADocumentAndAllTokensOnce) {
         ASSERT_EQ(lab[row * 100 + at + len - 1], -100) << "label past the document's end";
       }
     }
-    TokenBatch only = **b;
+    Meta only = MetaOf(**b);
     std::vector<int64_t> keep;
     for (size_t k = 0; k < only.pieces.size(); k += 5)
       if (static_cast<uint64_t>(only.sample_ids[only.pieces[k]]) < N)
@@ -336,7 +350,7 @@ TEST(TokenPipeline, ResumeChecksSeedAndConfig) {
   auto b1 = (*fresh)->Next();
   auto b2 = (*p)->Next();
   ASSERT_TRUE(b1.ok() && b2.ok());
-  EXPECT_EQ((*b1)->input_ids, (*b2)->input_ids);
+  EXPECT_EQ(Bytes((*b1)->input_ids), Bytes((*b2)->input_ids));
   EXPECT_EQ((*b1)->sample_ids, (*b2)->sample_ids);
 }
 
@@ -361,6 +375,103 @@ TEST(TokenPipeline, OutputDoesNotDependOnThreadsOrPrefetch) {
   }
 }
 
+// The window layout (concatenation's default): one [B, S + 1] buffer, input_ids and labels
+// are views of it (labels start one token later), no position_ids unless asked; the tokens
+// are those of the separate layout, label for label.
+TEST(TokenPipeline, WindowLayoutInputsAndLabelsAreViewsOfOneWindow) {
+  std::string dir = testing::FreshDir("tp-window");
+  std::vector<uint64_t> lens;
+  std::string c = MakeCorpus(dir, "c", 90, 200, 21, &lens);
+  const int64_t S = 64;
+  for (bool drop : {true, false}) {
+    auto sep = Opts({c}, S, PackMode::kConcat);
+    sep.index.drop_last_partial = drop;
+    auto win = sep;
+    win.window = true;
+    win.position_ids = TokenPipelineOptions::PositionIds::kAuto;
+    auto a = TokenPipeline::Create(sep);
+    auto w = TokenPipeline::Create(win);
+    ASSERT_TRUE(a.ok() && w.ok());
+    const uint64_t steps = (*w)->samples_per_epoch() / 4 + 2;  // past the epoch end
+    for (uint64_t i = 0; i < steps; ++i) {
+      auto x = (*a)->Next();
+      auto y = (*w)->Next();
+      ASSERT_TRUE(x.ok() && y.ok());
+      const TokenBatch& bs = **x;
+      const TokenBatch& bw = **y;
+      ASSERT_TRUE(bw.windowed);
+      ASSERT_FALSE(bw.has_position_ids);
+      EXPECT_EQ(bw.position_ids.size(), 0u);
+      EXPECT_EQ(bw.input_ids.size(), 0u);
+      EXPECT_EQ(bw.labels.size(), 0u);
+      ASSERT_EQ(bw.window.size(), 4u * (S + 1) * sizeof(int32_t));
+      EXPECT_EQ(bw.token_bytes(), 4u * (S + 1) * sizeof(int32_t));  // not 3 * B * S * 4
+      // Views: labels are the window one element later, rows S + 1 apart.
+      ASSERT_EQ(bw.input_data(), static_cast<const uint8_t*>(bw.window.data()));
+      ASSERT_EQ(bw.label_data(), bw.input_data() + sizeof(int32_t));
+      ASSERT_EQ(bw.row_stride(), S + 1);
+      ASSERT_EQ(bw.pieces, bs.pieces);
+      ASSERT_EQ(bw.cu_seqlens, bs.cu_seqlens);
+      ASSERT_EQ(bw.tokens, bs.tokens);
+      ASSERT_EQ(bw.pad_tokens, bs.pad_tokens);
+      const int32_t* win_in = reinterpret_cast<const int32_t*>(bw.input_data());
+      const int32_t* win_lab = reinterpret_cast<const int32_t*>(bw.label_data());
+      const int32_t* in = As<int32_t>(bs.input_ids);
+      const int32_t* lab = As<int32_t>(bs.labels);
+      for (int r = 0; r < 4; ++r) {
+        for (int64_t t = 0; t < S; ++t) {
+          ASSERT_EQ(win_in[r * (S + 1) + t], in[r * S + t]) << "row " << r << " pos " << t;
+          // The separate layout's ignore_index marks labels past the real tokens; the
+          // window holds pad_id there.
+          int32_t want = lab[r * S + t] == -100 ? 0 : lab[r * S + t];
+          ASSERT_EQ(win_lab[r * (S + 1) + t], want) << "row " << r << " pos " << t;
+        }
+        // Within the row, label i is input i + 1 (the same memory).
+        for (int64_t t = 0; t + 1 < S; ++t)
+          ASSERT_EQ(win_lab[r * (S + 1) + t], win_in[r * (S + 1) + t + 1]);
+      }
+      // The delivered tokens are the documents' own (pieces checked against the corpus).
+      for (size_t k = 0; k < bw.pieces.size(); k += 5) {
+        int64_t row = bw.pieces[k], doc = bw.pieces[k + 2], off = bw.pieces[k + 3];
+        int64_t len = bw.pieces[k + 4], at = 0;
+        for (size_t q = 0; q < k; q += 5)
+          if (bw.pieces[q] == row) at += bw.pieces[q + 4];
+        for (int64_t t = 0; t < len; ++t)
+          ASSERT_EQ(win_in[row * (S + 1) + at + t], TokenOf(doc, off + t));
+      }
+    }
+  }
+}
+
+TEST(TokenPipeline, WindowLayoutPositionIdsWhenAskedAndPackingKeepsSeparateArrays) {
+  std::string dir = testing::FreshDir("tp-window-pos");
+  std::string c = MakeCorpus(dir, "c", 60, 200, 22);
+  auto sep = Opts({c}, 32, PackMode::kConcat);
+  auto win = sep;
+  win.window = true;  // position_ids stay kOn
+  auto a = TokenPipeline::Create(sep);
+  auto w = TokenPipeline::Create(win);
+  ASSERT_TRUE(a.ok() && w.ok());
+  for (int i = 0; i < 5; ++i) {
+    auto x = (*a)->Next();
+    auto y = (*w)->Next();
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_TRUE((*y)->windowed && (*y)->has_position_ids);
+    ASSERT_EQ(Bytes((*y)->position_ids), Bytes((*x)->position_ids));
+  }
+  // Packing: labels are ignore_index at a document's end, so not views; position ids on.
+  auto pk = Opts({c}, 32, PackMode::kBestFit);
+  pk.window = true;
+  pk.position_ids = TokenPipelineOptions::PositionIds::kAuto;
+  auto p = TokenPipeline::Create(pk);
+  ASSERT_TRUE(p.ok());
+  auto b = (*p)->Next();
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE((*b)->windowed);
+  EXPECT_TRUE((*b)->has_position_ids);
+  CheckBatch(**b, PackMode::kBestFit, -100);
+}
+
 TEST(TokenPipeline, IndexIsCachedBesideTheDataAndReused) {
   std::string dir = testing::FreshDir("tp-cache");
   std::string c = MakeCorpus(dir, "c", 80, 300, 12);
@@ -378,7 +489,7 @@ TEST(TokenPipeline, IndexIsCachedBesideTheDataAndReused) {
     auto x = (*a)->Next();
     auto y = (*b)->Next();
     ASSERT_TRUE(x.ok() && y.ok());
-    ASSERT_EQ((*x)->input_ids, (*y)->input_ids);
+    ASSERT_EQ(Bytes((*x)->input_ids), Bytes((*y)->input_ids));
   }
   // A damaged cache file is rebuilt, not trusted.
   for (auto& e : std::filesystem::directory_iterator(dir + "/.stoker-index"))
