@@ -194,7 +194,8 @@ tokens::TokenPipelineOptions PipelineOptionsFromDict(const pyb::dict& d) {
   o.reset_position_ids = Get<bool>(d, "reset_position_ids", true);
   o.window = Get<std::string>(d, "layout", "window") == "window";
   {
-    auto pos = d.contains("position_ids") ? d["position_ids"] : pyb::none();
+    pyb::object pos = pyb::none();
+    if (d.contains("position_ids")) pos = d["position_ids"];
     if (pos.is_none()) {
       o.position_ids = tokens::TokenPipelineOptions::PositionIds::kAuto;
     } else {

@@ -390,10 +390,10 @@ def test_window_layout_numpy_views_and_next_token_labels(tmp_path):
         at = {}
         for row, _c, doc, off, ln in b["pieces"]:
             a = at.get(row, 0)
-            np.testing.assert_array_equal(x[row, a:a + ln], store.document(doc)[off:off + ln])
+            np.testing.assert_array_equal(x[row, a:a + ln], store[doc][off:off + ln])
             if a + ln < S:  # the label of the piece's last-but-one tokens: same document
                 np.testing.assert_array_equal(y[row, a:a + ln - 1],
-                                              store.document(doc)[off + 1:off + ln])
+                                              store[doc][off + 1:off + ln])
             at[row] = a + ln
 
 
