@@ -13,9 +13,10 @@ autotuning, lazy init) and then at least `steps` timed steps (the median is used
 
 Per size it records step time, samples/s and peak memory: on CUDA
 torch.cuda.max_memory_allocated and max_memory_reserved (after reset_peak_memory_stats);
-on CPU the process's peak resident set (VmHWM, reset per try through /proc/self/clear_refs)
-above the resident set before the try, with glibc's mmap threshold fixed so that freed
-tensors go back to the system.
+on CPU the larger of the process's peak resident set (VmHWM, reset per try through
+/proc/self/clear_refs) above the resident set before the try, and glibc's exact heap bytes
+in use (mallinfo2) above their value before the try, sampled after make_batch and after
+every step; glibc's mmap threshold is fixed so that freed tensors go back to the system.
 
 Memory budget: on CUDA `memory_fraction` (or `memory_limit` bytes) is applied with
 torch.cuda.set_per_process_memory_fraction, so the allocator itself raises OOM there; on
@@ -107,8 +108,37 @@ def _mem_available():
     return None
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+
+
+def _heap_reader():
+    """glibc's exact count of heap bytes in use (mallinfo2, glibc >= 2.33), or None."""
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    fn.argtypes = []
+
+    def read():
+        m = fn()
+        return m.uordblks + m.hblkhd  # allocated arena chunks + mmapped blocks
+    return read
+
+
 class _HostMemory:
-    """Peak resident memory of this process above a baseline, per try."""
+    """Peak host memory of this process above a baseline, per try.
+
+    Two measures, the larger wins: the peak resident set (VmHWM, reset per try through
+    /proc/self/clear_refs) above the resident set at the start, which sees temporaries a
+    step frees again but is approximate (recent kernels count it per CPU, tens of pages
+    off, and concurrent frees elsewhere mask growth); and glibc's exact heap bytes in use
+    (mallinfo2: arena chunks in use + mmapped blocks), sampled after make_batch and after
+    every step, which sees the batch and what a step keeps, to the byte.
+    """
 
     name = "host"
 
@@ -121,6 +151,7 @@ class _HostMemory:
         except OSError:
             pass
         self.total = _mem_available()
+        self.heap = _heap_reader()
         try:  # freed tensors go back to the system, so the resident set tracks the tensors
             ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 1 << 16)
         except (OSError, AttributeError):
@@ -134,10 +165,18 @@ class _HostMemory:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
         self.base = self.in_use()
+        self.heap_base = self.heap() if self.heap else 0
+        self.heap_peak = self.heap_base
+
+    def sample(self):
+        if self.heap:
+            self.heap_peak = max(self.heap_peak, self.heap())
 
     def peak(self):
+        self.sample()
         hwm = _status_kb("VmHWM") or 0
-        return max(0, hwm - self.base), max(0, hwm - self.base)
+        p = max(0, hwm - self.base, self.heap_peak - self.heap_base)
+        return p, p
 
     def clear(self, collect=False):
         if collect:  # a full collection costs ~0.1-0.3 s with torch loaded: after OOMs only
@@ -159,6 +198,9 @@ class _CudaMemory:
         self.torch.cuda.synchronize(self.device)
         self.torch.cuda.reset_peak_memory_stats(self.device)
         self.base = 0
+
+    def sample(self):  # the allocator keeps its own peak
+        pass
 
     def peak(self):
         t = self.torch.cuda
@@ -601,14 +643,17 @@ def tune_batch_size(step_fn, make_batch, *, start=1, max_size=8192, time_budget=
         try:
             mem.start()
             batch = make_batch(bs)
+            mem.sample()
             for _ in range(warmup):
                 step_fn(batch)
+                mem.sample()
             sync()
             while True:
                 s0 = clock()
                 step_fn(batch)
                 sync()
                 times.append(clock() - s0)
+                mem.sample()
                 if len(times) >= steps and sum(times) >= min_time:
                     break
                 if len(times) >= 10 * steps or clock() > deadline:

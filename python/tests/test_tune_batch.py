@@ -143,7 +143,6 @@ def test_a_step_that_keeps_memory_stops_the_sweep():
     kept.clear()
 
 
-@pytest.mark.xfail(strict=False, reason="known defect: on the CPU the peak is the resident set above the baseline (VmHWM), which misses a small batch served from heap pages already resident, so 'batch size 1 does not fit' is not detected reliably (failed in the fresh-clone CI run; passes in some orders); the measure needs fixing")
 def test_non_memory_failure_and_nothing_fits_are_step_errors():
     def make_batch(n):
         return torch.zeros(n, 3)
@@ -226,7 +225,6 @@ def train_step(b):
 """
 
 
-@pytest.mark.xfail(strict=False, reason="known defect: on the CPU the peak is the resident set above the baseline (VmHWM), which misses a small batch served from heap pages already resident, so 'batch size 1 does not fit' is not detected reliably (failed in the fresh-clone CI run; passes in some orders); the measure needs fixing")
 def test_cli_script_contract_and_bad_input(tmp_path, capsys):
     good = tmp_path / "train.py"
     good.write_text(SCRIPT)
