@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+
+#include <sys/mman.h>
 
 #include "core/random.h"
 #include "formats/checksum.h"
@@ -26,6 +29,17 @@ const char* PackModeName(PackMode m) {
   return "?";
 }
 
+KeyedPermutation::KeyedPermutation(uint64_t n, uint64_t key, bool identity)
+    : n_(n), identity_(identity || n <= 1) {
+  uint32_t bits = 0;
+  while ((uint64_t{1} << bits) < n) ++bits;
+  const uint32_t wa = bits - bits / 2;
+  wb_ = bits / 2;
+  ma_ = (1u << wa) - 1;
+  mb_ = (1u << wb_) - 1;
+  for (int i = 0; i < 4; ++i) k_[i] = static_cast<uint32_t>(SplitMix64(key + static_cast<uint64_t>(i)) >> 32);
+}
+
 Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOptions& o) {
   const uint64_t d = store.num_documents();
   if (d >= std::numeric_limits<uint32_t>::max())
@@ -39,7 +53,8 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
   };
   uint64_t b = at(o.split_begin), e = at(o.split_end);
   CorpusDocs out;
-  out.docs.reserve(e - b);
+  out.first = b;
+  // One pass checks and counts; the ids are stored only when some were skipped.
   for (uint64_t i = b; i < e; ++i) {
     uint64_t len = store.DocumentLength(i);
     if (len == 0) {
@@ -51,11 +66,18 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
     }
     if (len >= std::numeric_limits<uint32_t>::max())
       return InvalidArgument("{} has {} tokens, more than 2^32 - 1", store.Location(i), len);
-    out.docs.push_back(static_cast<uint32_t>(i));
     out.tokens += len;
     out.max_doc_len = std::max(out.max_doc_len, len);
   }
-  if (out.docs.empty())
+  out.count = e - b - out.skipped_empty;
+  if (out.skipped_empty > 0) {
+    auto ids = std::make_shared<std::vector<uint32_t>>();
+    ids->reserve(out.count);
+    for (uint64_t i = b; i < e; ++i)
+      if (store.DocumentLength(i) > 0) ids->push_back(static_cast<uint32_t>(i));
+    out.ids = std::move(ids);
+  }
+  if (out.count == 0)
     return InvalidArgument("{}: the split [{}, {}) holds no non-empty document",
                            store.files()[0], o.split_begin, o.split_end);
   return out;
@@ -63,9 +85,44 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
 
 namespace {
 
-void Shuffle(std::vector<uint32_t>* v, Rng* rng) {
-  for (size_t i = v->size(); i > 1; --i) std::swap((*v)[i - 1], (*v)[rng->Below(i)]);
-}
+// The lengths of the split's documents, in document order, copied once (a sequential read
+// of the store's index) into one huge-page-backed block: the build then reads them in
+// shuffled order, and random reads of a mapped .idx (4 KiB pages: a TLB and a cache miss
+// per document) cost ~5x more than of this block.
+class LengthTable {
+ public:
+  Status Fill(const TokenStore& store, const CorpusDocs& cd) {
+    n_ = cd.size();
+    const size_t bytes = std::max<size_t>(4 * n_, 1);
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = nullptr;
+    if (posix_memalign(&p, kHuge, rounded) != 0 || p == nullptr)
+      return Internal("cannot allocate {} bytes for the document lengths of {}", rounded,
+                               store.files()[0]);
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE);  // a hint; without it the table still works
+#endif
+    v_.reset(static_cast<uint32_t*>(p));
+    if (!cd.ids) {
+      for (uint64_t i = 0; i < n_; ++i)
+        v_[i] = static_cast<uint32_t>(store.DocumentLength(cd.first + i));
+    } else {
+      for (uint64_t i = 0; i < n_; ++i)
+        v_[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[i]));
+    }
+    return Status::OK();
+  }
+  uint32_t operator[](uint64_t i) const { return v_[i]; }
+  void Prefetch(uint64_t i) const { __builtin_prefetch(v_.get() + i); }
+
+ private:
+  struct Free {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint32_t[], Free> v_;
+  uint64_t n_ = 0;
+};
 
 // Best-fit: the bin with the least room that still fits. Bins are bucketed by their room
 // (0..S) with a bitset over non-empty buckets, so a lookup scans S/64 words at most.
@@ -129,7 +186,8 @@ class FirstFitBins {
   uint64_t nbins_ = 0;
 };
 
-constexpr char kIndexMagic[8] = {'S', 'T', 'K', 'T', 'I', 'D', 'X', '1'};
+constexpr char kIndexMagic[8] = {'S', 'T', 'K', 'T', 'I', 'D', 'X', '2'};
+constexpr uint32_t kIndexVersion = 2;
 struct IndexHeader {
   char magic[8];
   uint32_t version, mode;
@@ -140,6 +198,13 @@ static_assert(sizeof(IndexHeader) == 64);
 
 }  // namespace
 
+void EpochIndex::SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uint64_t salt) {
+  doc_perm_ = KeyedPermutation(num_docs_, MixKey(o.seed, epoch, salt, kStreamDocShuffle),
+                               !o.shuffle);
+  sample_perm_ = KeyedPermutation(num_samples_, MixKey(o.seed, epoch, salt, kStreamSampleShuffle),
+                                  !o.shuffle);
+}
+
 Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, const TokenStore& store,
                                                       const TokenIndexOptions& o, uint64_t epoch,
                                                       uint64_t salt) {
@@ -147,13 +212,15 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
   ix->mode_ = o.mode;
   ix->seq_len_ = o.seq_len;
   ix->store_ = &store;
+  ix->docs_ = cd;
+  ix->num_docs_ = cd.size();
   const uint64_t S = static_cast<uint64_t>(o.seq_len);
-  ix->own_docs_ = cd.docs;
-  if (o.shuffle) {
-    Rng rng(o.seed, epoch, salt, kStreamDocShuffle);
-    Shuffle(&ix->own_docs_, &rng);
-  }
-  const auto& order = ix->own_docs_;
+  const uint64_t D = cd.size();
+  // The document order first (its permutation needs only D); the sample one once N is known.
+  ix->doc_perm_ = KeyedPermutation(D, MixKey(o.seed, epoch, salt, kStreamDocShuffle), !o.shuffle);
+  const KeyedPermutation& perm = ix->doc_perm_;
+  LengthTable len;
+  STOKER_RETURN_IF_ERROR(len.Fill(store, cd));
   ix->tokens_ = cd.tokens;
   const uint64_t T = cd.tokens;
   if (o.mode == PackMode::kConcat) {
@@ -164,37 +231,45 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     if (n >= std::numeric_limits<uint32_t>::max())
       return InvalidArgument("{} samples in one epoch; the index holds at most 2^32 - 1", n);
     ix->own_samples_.resize(n + 1);
-    // Walk the concatenated stream: sample k starts at token k*S.
-    uint64_t pos = 0, off = 0;  // document position in `order`, token offset in it
-    for (uint64_t k = 0; k <= n; ++k) {
-      uint64_t want = k * S;  // absolute token; advance from the previous start by S
-      if (k > 0) {
-        uint64_t left = S;
-        while (left > 0 && pos < order.size()) {
-          uint64_t room = store.DocumentLength(order[pos]) - off;
-          if (left < room) {
-            off += left;
-            left = 0;
-          } else {
-            left -= room;
-            ++pos;
-            off = 0;
-          }
-        }
+    SampleStart* out = ix->own_samples_.data();
+    // One pass over the documents in epoch order: sample k starts at token k*S of the
+    // concatenated stream, at (position, offset) of the document that holds that token (a
+    // start exactly at a document's end is the next document's offset 0).
+    out[0] = {0, 0};
+    uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position pos
+    // In blocks: the block's shuffled lengths are fetched first (their reads are random,
+    // so issuing them together overlaps the cache misses), then walked.
+    constexpr uint64_t kBlock = 256;
+    uint32_t j[kBlock];
+    for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
+      const uint64_t m = std::min(kBlock, D - b0);
+      for (uint64_t i = 0; i < m; ++i) {
+        j[i] = static_cast<uint32_t>(perm(b0 + i));
+        len.Prefetch(j[i]);
       }
-      (void)want;
-      ix->own_samples_[k] = {static_cast<uint32_t>(pos), static_cast<uint32_t>(off)};
+      for (uint64_t i = 0; i < m && k <= n; ++i) {
+        const uint64_t end = base + len[j[i]];
+        while (next < end && k <= n) {
+          out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
+          next += S;
+        }
+        base = end;
+      }
     }
+    for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
     ix->num_samples_ = n;
   } else {
     std::vector<Seg> segs;
-    segs.reserve(order.size() + T / S + 1);
-    for (uint64_t p = 0; p < order.size(); ++p) {
-      uint64_t len = store.DocumentLength(order[p]);
-      for (uint64_t off = 0; off < len; off += S)
+    segs.reserve(D + T / S + 1);
+    for (uint64_t p = 0; p < D; ++p) {
+      const uint64_t l = len[perm(p)];
+      for (uint64_t off = 0; off < l; off += S)
         segs.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(off),
-                        static_cast<uint32_t>(std::min(S, len - off))});
+                        static_cast<uint32_t>(std::min(S, l - off))});
     }
+    if (segs.size() >= std::numeric_limits<uint32_t>::max())
+      return InvalidArgument("{} pieces in one epoch; the index holds at most 2^32 - 1",
+                             segs.size());
     std::vector<uint32_t> bin_of(segs.size());
     uint64_t nbins = 0;
     if (o.mode == PackMode::kBestFit) {
@@ -222,28 +297,19 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     ix->num_samples_ = nbins;
     ix->pad_tokens_ = nbins * S - T;
   }
-  ix->own_shuffle_.resize(ix->num_samples_);
-  for (uint32_t i = 0; i < ix->num_samples_; ++i) ix->own_shuffle_[i] = i;
-  if (o.shuffle) {
-    Rng rng(o.seed, epoch, salt, kStreamSampleShuffle);
-    Shuffle(&ix->own_shuffle_, &rng);
-  }
-  ix->doc_order_ = ix->own_docs_.data();
-  ix->num_docs_ = ix->own_docs_.size();
+  ix->SetPermutations(o, epoch, salt);
   ix->sample_index_ = ix->own_samples_.empty() ? nullptr : ix->own_samples_.data();
   ix->bin_start_ = ix->own_bins_.empty() ? nullptr : ix->own_bins_.data();
   ix->segs_ = ix->own_segs_.empty() ? nullptr : ix->own_segs_.data();
   ix->num_segs_ = ix->own_segs_.size();
-  ix->shuffle_ = ix->own_shuffle_.data();
-  ix->info_.bytes = 4 * ix->num_docs_ + 8 * ix->own_samples_.size() + 4 * ix->own_bins_.size() +
-                    12 * ix->num_segs_ + 4 * ix->num_samples_;
+  ix->info_.bytes = 8 * ix->own_samples_.size() + 4 * ix->own_bins_.size() + 12 * ix->num_segs_;
   return ix;
 }
 
 Status EpochIndex::Save(Env* env, const std::string& path) const {
   IndexHeader h{};
   std::memcpy(h.magic, kIndexMagic, 8);
-  h.version = 1;
+  h.version = kIndexVersion;
   h.mode = static_cast<uint32_t>(mode_);
   h.seq_len = seq_len_;
   h.num_docs = num_docs_;
@@ -251,71 +317,78 @@ Status EpochIndex::Save(Env* env, const std::string& path) const {
   h.num_segs = num_segs_;
   h.tokens = tokens_;
   h.pad_tokens = pad_tokens_;
-  std::vector<uint8_t> buf(sizeof(h));
-  std::memcpy(buf.data(), &h, sizeof(h));
+  // The permutations are not stored (a pure function of seed, epoch, corpus); only the
+  // sample index is.
+  std::vector<uint8_t> buf;
   auto put = [&](const void* p, size_t n) {
     size_t at = buf.size();
     buf.resize(at + n);
     if (n) std::memcpy(buf.data() + at, p, n);
   };
-  put(doc_order_, 4 * num_docs_);
+  buf.reserve(sizeof(h) + (mode_ == PackMode::kConcat ? 8 * (num_samples_ + 1)
+                                                      : 4 * (num_samples_ + 1) + 12 * num_segs_));
+  put(&h, sizeof(h));
   if (mode_ == PackMode::kConcat) {
     put(sample_index_, 8 * (num_samples_ + 1));
   } else {
     put(bin_start_, 4 * (num_samples_ + 1));
     put(segs_, 12 * num_segs_);
   }
-  put(shuffle_, 4 * num_samples_);
   std::string dir = DirName(path);
   if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
   return env->WriteFileAtomic(path, buf.data(), buf.size());
 }
 
 Result<std::shared_ptr<EpochIndex>> EpochIndex::Load(Env* env, const std::string& path,
-                                                     const TokenStore& store, PackMode mode,
-                                                     int64_t seq_len) {
+                                                     const TokenStore& store,
+                                                     const CorpusDocs& docs,
+                                                     const TokenIndexOptions& o, uint64_t epoch,
+                                                     uint64_t salt) {
+  const PackMode mode = o.mode;
   STOKER_ASSIGN_OR_RETURN(auto m, MappedFile::Open(env, path));
   IndexHeader h{};
   if (m->size() < sizeof(h)) return Corrupt("{}: truncated index header", path);
   std::memcpy(&h, m->data(), sizeof(h));
-  if (std::memcmp(h.magic, kIndexMagic, 8) != 0 || h.version != 1 ||
-      h.mode != static_cast<uint32_t>(mode) || h.seq_len != seq_len)
+  if (std::memcmp(h.magic, kIndexMagic, 8) != 0 || h.version != kIndexVersion ||
+      h.mode != static_cast<uint32_t>(mode) || h.seq_len != o.seq_len ||
+      h.num_docs != docs.size() || h.tokens != docs.tokens)
     return Corrupt("{}: not a token index for these options", path);
-  uint64_t need = sizeof(h) + 4 * h.num_docs + 4 * h.num_samples;
+  uint64_t need = sizeof(h);
   need += mode == PackMode::kConcat ? 8 * (h.num_samples + 1)
                                     : 4 * (h.num_samples + 1) + 12 * h.num_segs;
-  if (h.num_docs > m->size() || h.num_samples > m->size() || h.num_segs > m->size() ||
-      m->size() != need)
+  if (h.num_samples > m->size() || h.num_segs > m->size() || m->size() != need)
     return Corrupt("{}: {} bytes, the header needs {}", path, m->size(), need);
   auto ix = std::shared_ptr<EpochIndex>(new EpochIndex());
   ix->mode_ = mode;
-  ix->seq_len_ = seq_len;
+  ix->seq_len_ = o.seq_len;
   ix->store_ = &store;
+  ix->docs_ = docs;
   ix->num_docs_ = h.num_docs;
   ix->num_samples_ = h.num_samples;
   ix->num_segs_ = h.num_segs;
   ix->tokens_ = h.tokens;
   ix->pad_tokens_ = h.pad_tokens;
   const uint8_t* p = m->data() + sizeof(h);
-  ix->doc_order_ = reinterpret_cast<const uint32_t*>(p);
-  p += 4 * h.num_docs;
   if (mode == PackMode::kConcat) {
     ix->sample_index_ = reinterpret_cast<const SampleStart*>(p);
-    p += 8 * (h.num_samples + 1);
   } else {
     ix->bin_start_ = reinterpret_cast<const uint32_t*>(p);
     p += 4 * (h.num_samples + 1);
     ix->segs_ = reinterpret_cast<const Seg*>(p);
-    p += 12 * h.num_segs;
   }
-  ix->shuffle_ = reinterpret_cast<const uint32_t*>(p);
   // Cheap consistency checks, so a damaged cache file cannot index outside the corpus.
-  for (uint64_t i = 0; i < h.num_docs; i += 1 + h.num_docs / 64)
-    if (ix->doc_order_[i] >= store.num_documents()) return Corrupt("{}: bad document id", path);
-  for (uint64_t i = 0; i < h.num_samples; i += 1 + h.num_samples / 64)
-    if (ix->shuffle_[i] >= h.num_samples) return Corrupt("{}: bad shuffle index", path);
-  if (mode != PackMode::kConcat && ix->bin_start_[h.num_samples] != h.num_segs)
-    return Corrupt("{}: bin index does not cover its pieces", path);
+  if (mode == PackMode::kConcat) {
+    for (uint64_t i = 0; i <= h.num_samples; i += 1 + h.num_samples / 64)
+      if (ix->sample_index_[i].pos > h.num_docs) return Corrupt("{}: bad sample index", path);
+    if (ix->sample_index_[h.num_samples].pos > h.num_docs)
+      return Corrupt("{}: bad sample index", path);
+  } else {
+    if (ix->bin_start_[h.num_samples] != h.num_segs)
+      return Corrupt("{}: bin index does not cover its pieces", path);
+    for (uint64_t i = 0; i < h.num_segs; i += 1 + h.num_segs / 64)
+      if (ix->segs_[i].pos >= h.num_docs) return Corrupt("{}: bad piece", path);
+  }
+  ix->SetPermutations(o, epoch, salt);
   ix->info_.bytes = m->size() - sizeof(h);
   ix->mapped_ = std::move(m);
   return ix;
@@ -332,7 +405,7 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
   std::string path;
   if (o.cache_dir != "none") {
     // The key: the files (path, size, mtime), the options and the epoch.
-    std::string desc = fmt::format("stoker-token-index-v1|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+    std::string desc = fmt::format("stoker-token-index-v2|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
                                    store.format(), store.num_documents(), store.num_tokens(),
                                    o.seq_len, PackModeName(o.mode), o.seed, o.shuffle,
                                    o.drop_last_partial, o.split_begin, o.split_end, o.skip_empty);
@@ -349,7 +422,7 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
     path = JoinPath(dir, fmt::format("{}-{}-s{}-e{}.tokidx", fmt::format("{:016x}", XXH64(desc.data(), desc.size())),
                                      PackModeName(o.mode), o.seq_len, epoch));
     if (env->FileExists(path)) {
-      auto loaded = Load(env, path, store, o.mode, o.seq_len);
+      auto loaded = Load(env, path, store, docs, o, epoch, salt);
       if (loaded.ok()) {
         (*loaded)->info_.from_cache = true;
         (*loaded)->info_.cache_path = path;
@@ -360,22 +433,23 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
   }
   auto t0 = std::chrono::steady_clock::now();
   STOKER_ASSIGN_OR_RETURN(auto ix, Build(docs, store, o, epoch, salt));
-  ix->info_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!path.empty()) {
     // Caching is best effort: a read-only data folder still trains (in memory).
     if (ix->Save(env, path).ok()) ix->info_.cache_path = path;
   }
+  // The build time includes writing the cache file (as Megatron's does its .npy files).
+  ix->info_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::shared_ptr<const EpochIndex>(std::move(ix));
 }
 
 uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
   out->clear();
-  const uint64_t k = shuffle_[p];
+  const uint64_t k = sample_perm_(p);
   if (mode_ == PackMode::kConcat) {
     uint64_t left = static_cast<uint64_t>(seq_len_) + 1;
     uint64_t pos = sample_index_[k].pos, off = sample_index_[k].off;
     while (left > 0 && pos < num_docs_) {
-      uint64_t doc = doc_order_[pos];
+      uint64_t doc = DocAt(pos);
       uint64_t room = store_->DocumentLength(doc) - off;
       uint64_t take = std::min(room, left);
       out->push_back({doc, off, take});
@@ -385,7 +459,7 @@ uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
     }
   } else {
     for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
-      out->push_back({doc_order_[segs_[i].pos], segs_[i].off, segs_[i].len});
+      out->push_back({DocAt(segs_[i].pos), segs_[i].off, segs_[i].len});
   }
   return k;
 }

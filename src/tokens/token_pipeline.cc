@@ -127,7 +127,7 @@ Status TokenPipeline::Init() {
     STOKER_ASSIGN_OR_RETURN(c.docs, SelectDocuments(*c.store, o_.index));
     stats_.skipped_empty += c.docs.skipped_empty;
     desc += fmt::format("|{}:{}:{}:{}:{}", o_.data[d], c.store->num_documents(),
-                        c.store->num_tokens(), w[d], c.docs.docs.size());
+                        c.store->num_tokens(), w[d], c.docs.size());
     corpora_.push_back(std::move(c));
   }
   config_hash_ = XXH64(desc.data(), desc.size());
