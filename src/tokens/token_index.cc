@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include "core/random.h"
@@ -40,6 +41,69 @@ KeyedPermutation::KeyedPermutation(uint64_t n, uint64_t key, bool identity)
   for (int i = 0; i < 4; ++i) k_[i] = static_cast<uint32_t>(SplitMix64(key + static_cast<uint64_t>(i)) >> 32);
 }
 
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) inline __m256i FeistelF8(__m256i v, __m256i key) {
+  __m256i h = _mm256_mullo_epi32(_mm256_xor_si256(v, key), _mm256_set1_epi32(0x9E3779B1u));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA77u)));
+  return _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+}
+
+// KeyedPermutation::Round4 on 8 lanes (the same arithmetic, lane by lane).
+__attribute__((target("avx2"))) void Round4Avx2(uint32_t* x, uint64_t m, uint32_t wb, uint32_t ma,
+                                                uint32_t mb, const uint32_t* k) {
+  const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(wb));
+  const __m256i vma = _mm256_set1_epi32(static_cast<int>(ma));
+  const __m256i vmb = _mm256_set1_epi32(static_cast<int>(mb));
+  const __m256i k0 = _mm256_set1_epi32(static_cast<int>(k[0]));
+  const __m256i k1 = _mm256_set1_epi32(static_cast<int>(k[1]));
+  const __m256i k2 = _mm256_set1_epi32(static_cast<int>(k[2]));
+  const __m256i k3 = _mm256_set1_epi32(static_cast<int>(k[3]));
+  for (uint64_t i = 0; i + 8 <= m; i += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    __m256i a = _mm256_srl_epi32(v, sh), b = _mm256_and_si256(v, vmb), t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k0), vma));
+    a = b, b = t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k1), vmb));
+    a = b, b = t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k2), vma));
+    a = b, b = t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k3), vmb));
+    a = b, b = t;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(x + i), _mm256_or_si256(_mm256_sll_epi32(a, sh), b));
+  }
+}
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();  // this may run before libgcc's own constructor
+  return __builtin_cpu_supports("avx2") != 0;
+}();
+#endif
+
+}  // namespace
+
+void KeyedPermutation::Block(uint64_t first, uint64_t m, uint32_t* out) const {
+  if (identity_) {
+    for (uint64_t i = 0; i < m; ++i) out[i] = static_cast<uint32_t>(first + i);
+    return;
+  }
+  uint64_t done = 0;
+#if defined(__x86_64__)
+  if (kHaveAvx2) {
+    done = m / 8 * 8;
+    for (uint64_t i = 0; i < done; ++i) out[i] = static_cast<uint32_t>(first + i);
+    Round4Avx2(out, done, wb_, ma_, mb_, k_);
+    for (uint64_t i = 0; i < done; ++i) {  // cycle walking: the lanes still outside [0, n)
+      uint32_t x = out[i];
+      while (x >= n_) x = Round4(x);
+      out[i] = x;
+    }
+  }
+#endif
+  for (uint64_t i = done; i < m; ++i) out[i] = static_cast<uint32_t>((*this)(first + i));
+}
+
 Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOptions& o) {
   const uint64_t d = store.num_documents();
   if (d >= std::numeric_limits<uint32_t>::max())
@@ -54,20 +118,35 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
   uint64_t b = at(o.split_begin), e = at(o.split_end);
   CorpusDocs out;
   out.first = b;
-  // One pass checks and counts; the ids are stored only when some were skipped.
-  for (uint64_t i = b; i < e; ++i) {
-    uint64_t len = store.DocumentLength(i);
-    if (len == 0) {
-      if (!o.skip_empty)
-        return Corrupt("{} is empty (no tokens); skip empty documents to go on (skip_empty)",
-                       store.Location(i));
-      ++out.skipped_empty;
-      continue;
+  // One pass checks and counts (lengths read in blocks); the ids are stored only when some
+  // were skipped.
+  constexpr uint64_t kBlock = 4096;
+  uint32_t lens[kBlock];
+  for (uint64_t b0 = b; b0 < e; b0 += kBlock) {
+    const uint64_t m = std::min(kBlock, e - b0);
+    store.DocumentLengths(b0, m, lens);
+    uint64_t zeros = 0, sum = 0;
+    uint32_t mx = 0;
+    for (uint64_t i = 0; i < m; ++i) {
+      zeros += lens[i] == 0;
+      sum += lens[i];
+      mx = std::max(mx, lens[i]);
     }
-    if (len >= std::numeric_limits<uint32_t>::max())
-      return InvalidArgument("{} has {} tokens, more than 2^32 - 1", store.Location(i), len);
-    out.tokens += len;
-    out.max_doc_len = std::max(out.max_doc_len, len);
+    if (zeros > 0) {
+      if (!o.skip_empty)
+        for (uint64_t i = 0; i < m; ++i)
+          if (lens[i] == 0)
+            return Corrupt("{} is empty (no tokens); skip empty documents to go on (skip_empty)",
+                           store.Location(b0 + i));
+      out.skipped_empty += zeros;
+    }
+    if (mx == std::numeric_limits<uint32_t>::max())
+      for (uint64_t i = 0; i < m; ++i)
+        if (lens[i] == mx)
+          return InvalidArgument("{} has {} tokens or more, more than 2^32 - 2",
+                                 store.Location(b0 + i), mx);
+    out.tokens += sum;
+    out.max_doc_len = std::max<uint64_t>(out.max_doc_len, mx);
   }
   out.count = e - b - out.skipped_empty;
   if (out.skipped_empty > 0) {
@@ -105,8 +184,7 @@ class LengthTable {
 #endif
     v_.reset(static_cast<uint32_t*>(p));
     if (!cd.ids) {
-      for (uint64_t i = 0; i < n_; ++i)
-        v_[i] = static_cast<uint32_t>(store.DocumentLength(cd.first + i));
+      store.DocumentLengths(cd.first, n_, v_.get());
     } else {
       for (uint64_t i = 0; i < n_; ++i)
         v_[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[i]));
@@ -230,8 +308,9 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
                              store.files()[0], T, S);
     if (n >= std::numeric_limits<uint32_t>::max())
       return InvalidArgument("{} samples in one epoch; the index holds at most 2^32 - 1", n);
-    ix->own_samples_.resize(n + 1);
-    SampleStart* out = ix->own_samples_.data();
+    ix->own_samples_.reset(new SampleStart[n + 1]);  // every entry is written below
+    ix->own_samples_n_ = n + 1;
+    SampleStart* out = ix->own_samples_.get();
     // One pass over the documents in epoch order: sample k starts at token k*S of the
     // concatenated stream, at (position, offset) of the document that holds that token (a
     // start exactly at a document's end is the next document's offset 0).
@@ -243,10 +322,8 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     uint32_t j[kBlock];
     for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
       const uint64_t m = std::min(kBlock, D - b0);
-      for (uint64_t i = 0; i < m; ++i) {
-        j[i] = static_cast<uint32_t>(perm(b0 + i));
-        len.Prefetch(j[i]);
-      }
+      perm.Block(b0, m, j);
+      for (uint64_t i = 0; i < m; ++i) len.Prefetch(j[i]);
       for (uint64_t i = 0; i < m && k <= n; ++i) {
         const uint64_t end = base + len[j[i]];
         while (next < end && k <= n) {
@@ -298,11 +375,11 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     ix->pad_tokens_ = nbins * S - T;
   }
   ix->SetPermutations(o, epoch, salt);
-  ix->sample_index_ = ix->own_samples_.empty() ? nullptr : ix->own_samples_.data();
+  ix->sample_index_ = ix->own_samples_.get();
   ix->bin_start_ = ix->own_bins_.empty() ? nullptr : ix->own_bins_.data();
   ix->segs_ = ix->own_segs_.empty() ? nullptr : ix->own_segs_.data();
   ix->num_segs_ = ix->own_segs_.size();
-  ix->info_.bytes = 8 * ix->own_samples_.size() + 4 * ix->own_bins_.size() + 12 * ix->num_segs_;
+  ix->info_.bytes = 8 * ix->own_samples_n_ + 4 * ix->own_bins_.size() + 12 * ix->num_segs_;
   return ix;
 }
 
@@ -319,24 +396,22 @@ Status EpochIndex::Save(Env* env, const std::string& path) const {
   h.pad_tokens = pad_tokens_;
   // The permutations are not stored (a pure function of seed, epoch, corpus); only the
   // sample index is.
-  std::vector<uint8_t> buf;
-  auto put = [&](const void* p, size_t n) {
-    size_t at = buf.size();
-    buf.resize(at + n);
-    if (n) std::memcpy(buf.data() + at, p, n);
-  };
-  buf.reserve(sizeof(h) + (mode_ == PackMode::kConcat ? 8 * (num_samples_ + 1)
-                                                      : 4 * (num_samples_ + 1) + 12 * num_segs_));
-  put(&h, sizeof(h));
-  if (mode_ == PackMode::kConcat) {
-    put(sample_index_, 8 * (num_samples_ + 1));
-  } else {
-    put(bin_start_, 4 * (num_samples_ + 1));
-    put(segs_, 12 * num_segs_);
-  }
   std::string dir = DirName(path);
   if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
-  return env->WriteFileAtomic(path, buf.data(), buf.size());
+  // Written straight from the arrays under a temporary name, then renamed into place.
+  const std::string tmp = path + ".tmp";
+  {
+    STOKER_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
+    STOKER_RETURN_IF_ERROR(f->Append(&h, sizeof(h)));
+    if (mode_ == PackMode::kConcat) {
+      STOKER_RETURN_IF_ERROR(f->Append(sample_index_, 8 * (num_samples_ + 1)));
+    } else {
+      STOKER_RETURN_IF_ERROR(f->Append(bin_start_, 4 * (num_samples_ + 1)));
+      if (num_segs_) STOKER_RETURN_IF_ERROR(f->Append(segs_, 12 * num_segs_));
+    }
+    STOKER_RETURN_IF_ERROR(f->Close());
+  }
+  return env->RenameFile(tmp, path);
 }
 
 Result<std::shared_ptr<EpochIndex>> EpochIndex::Load(Env* env, const std::string& path,

@@ -67,6 +67,9 @@ class KeyedPermutation {
     do x = Round4(x); while (x >= n_);
     return x;
   }
+  // out[i] = (*this)(first + i) for i < m: the rounds of a block run on all its indices
+  // at once (AVX2 where the CPU has it), the few that walk finish one by one.
+  void Block(uint64_t first, uint64_t m, uint32_t* out) const;
 
  private:
   static uint32_t F(uint32_t v, uint32_t k) {
@@ -182,7 +185,8 @@ class EpochIndex {
   const Seg* segs_ = nullptr;
   uint64_t num_segs_ = 0;
   std::vector<uint32_t> own_bins_;
-  std::vector<SampleStart> own_samples_;
+  std::unique_ptr<SampleStart[]> own_samples_;
+  uint64_t own_samples_n_ = 0;
   std::vector<Seg> own_segs_;
   std::unique_ptr<MappedFile> mapped_;
   IndexBuildInfo info_;
