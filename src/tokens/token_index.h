@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct TokenIndexOptions {
   // Where the index files go: "" = a ".stoker-index" folder beside the first data file,
   // "none" = build in memory, never cached.
   std::string cache_dir;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
 };
 
 // A keyed pseudorandom bijection of [0, n), n < 2^32, evaluated per index: a 4-round
@@ -185,7 +190,7 @@ class EpochIndex {
   const Seg* segs_ = nullptr;
   uint64_t num_segs_ = 0;
   std::vector<uint32_t> own_bins_;
-  std::unique_ptr<SampleStart[]> own_samples_;
+  std::unique_ptr<SampleStart[], FreeDeleter> own_samples_;
   uint64_t own_samples_n_ = 0;
   std::vector<Seg> own_segs_;
   std::unique_ptr<MappedFile> mapped_;
