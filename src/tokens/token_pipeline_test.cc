@@ -547,5 +547,185 @@ TEST(TokenPipeline, HeldOutSplitByDocument) {
   EXPECT_GE(*vdocs.begin(), 90);
 }
 
+// ---------------------------------------------------------------- lazy shuffles
+
+TEST(TokenIndex, KeyedPermutationIsABijectionForEverySmallN) {
+  for (uint64_t key : {uint64_t{0}, uint64_t{1}, uint64_t{42}, uint64_t{0x8000000000000005}}) {
+    for (uint64_t n = 1; n <= 300; ++n) {
+      KeyedPermutation p(n, key);
+      std::vector<int> seen(n, 0);
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t v = p(i);
+        ASSERT_LT(v, n) << "n " << n << " key " << key;
+        ++seen[v];
+      }
+      for (uint64_t v = 0; v < n; ++v) ASSERT_EQ(seen[v], 1) << "n " << n << " value " << v;
+      // The block form (AVX2 where available) is the same function, from any start.
+      for (uint64_t first : {uint64_t{0}, n / 3}) {
+        std::vector<uint32_t> blk(n - first);
+        p.Block(first, n - first, blk.data());
+        for (uint64_t i = first; i < n; ++i) ASSERT_EQ(blk[i - first], p(i)) << "n " << n;
+      }
+    }
+  }
+  KeyedPermutation id(10, 7, /*identity=*/true);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(id(i), i);
+}
+
+TEST(TokenIndex, KeyedPermutationShufflesAndDependsOnTheKey) {
+  // A large n, not a power of two (so cycle walking is exercised), checked exhaustively.
+  const uint64_t n = (1u << 20) + 3;
+  KeyedPermutation p(n, 99);
+  std::vector<uint32_t> all(n);
+  p.Block(0, n, all.data());
+  std::vector<uint8_t> hit(n, 0);
+  uint64_t fixed = 0, ascending = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_LT(all[i], n);
+    ASSERT_EQ(hit[all[i]], 0) << "value " << all[i] << " twice";
+    hit[all[i]] = 1;
+    fixed += all[i] == i;
+    if (i > 0) ascending += all[i] > all[i - 1];
+  }
+  EXPECT_LT(fixed, 30u);  // a random permutation has 1 on average
+  // About half of the neighbours ascend in a shuffled order (not an identity or a shift).
+  EXPECT_GT(ascending, n * 45 / 100);
+  EXPECT_LT(ascending, n * 55 / 100);
+  // Another key, another order; the same key, the same order.
+  KeyedPermutation q(n, 100), p2(n, 99);
+  uint64_t same = 0;
+  for (uint64_t i = 0; i < 10000; ++i) {
+    same += q(i) == p(i);
+    ASSERT_EQ(p2(i), p(i));
+  }
+  EXPECT_LT(same, 10u);
+  // Where index 0 goes is spread over [0, n) across keys (no bias to the start).
+  uint64_t low = 0;
+  for (uint64_t k = 0; k < 2000; ++k) low += KeyedPermutation(n, k)(0) < n / 2;
+  EXPECT_GT(low, 900u);
+  EXPECT_LT(low, 1100u);
+}
+
+// The lazy index against a direct reference: the document order DocAt is a permutation of
+// the split's non-empty documents, the sample order a permutation of the samples, and
+// sample k is tokens [kS, kS + S] of the documents concatenated in that order.
+TEST(TokenIndex, LazyConcatIndexMatchesTheConcatenatedStream) {
+  std::string dir = testing::FreshDir("ti-lazy");
+  std::string spec = MakeCorpus(dir, "c", 157, 90, 21);
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  for (bool drop : {true, false}) {
+    for (int64_t S : {1, 7, 64, 200}) {
+      TokenIndexOptions o;
+      o.seq_len = S;
+      o.seed = 5;
+      o.drop_last_partial = drop;
+      o.cache_dir = "none";
+      o.split_begin = 0.1;  // documents [16, 157)
+      auto docs = SelectDocuments(**store, o);
+      ASSERT_TRUE(docs.ok());
+      for (uint64_t epoch : {0, 1}) {
+        auto ix = EpochIndex::Get(**store, *docs, o, epoch, /*salt=*/3);
+        ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+        // The stream: (doc, offset) of every token in epoch order.
+        std::vector<std::pair<uint64_t, uint64_t>> stream;
+        std::set<uint64_t> order;
+        for (uint64_t pos = 0; pos < docs->size(); ++pos) {
+          uint64_t d = (*ix)->DocAt(pos);
+          order.insert(d);
+          for (uint64_t t = 0; t < (*store)->DocumentLength(d); ++t) stream.push_back({d, t});
+        }
+        ASSERT_EQ(order.size(), docs->size());
+        EXPECT_EQ(*order.begin(), 16u);
+        const uint64_t T = stream.size(), N = (*ix)->num_samples();
+        EXPECT_EQ(N, drop ? (T - 1) / S : (T + S - 1) / S);
+        std::set<uint64_t> ks;
+        std::vector<Piece> pcs;
+        for (uint64_t p = 0; p < N; ++p) {
+          uint64_t k = (*ix)->Sample(p, &pcs);
+          ks.insert(k);
+          std::vector<std::pair<uint64_t, uint64_t>> got;
+          for (const Piece& pc : pcs)
+            for (uint64_t t = 0; t < pc.len; ++t) got.push_back({pc.doc, pc.offset + t});
+          const uint64_t b = k * S, e = std::min<uint64_t>(T, b + S + 1);
+          using Run = std::vector<std::pair<uint64_t, uint64_t>>;
+          const Run want(stream.begin() + static_cast<int64_t>(b),
+                         stream.begin() + static_cast<int64_t>(e));
+          ASSERT_EQ(got, want) << "S " << S << " sample " << k;
+        }
+        EXPECT_EQ(ks.size(), N);
+      }
+    }
+  }
+}
+
+TEST(TokenIndex, EpochsAndSeedsShuffleDifferentlyAndTheCacheServesTheSameIndex) {
+  std::string dir = testing::FreshDir("ti-cache");
+  std::string spec = MakeCorpus(dir, "c", 300, 60, 22);
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  TokenIndexOptions o;
+  o.seq_len = 16;
+  o.seed = 9;
+  o.cache_dir = dir + "/cache";
+  auto docs = SelectDocuments(**store, o);
+  ASSERT_TRUE(docs.ok());
+  auto order = [&](const EpochIndex& ix) {
+    std::vector<uint64_t> v;
+    for (uint64_t pos = 0; pos < docs->size(); ++pos) v.push_back(ix.DocAt(pos));
+    return v;
+  };
+  auto samples = [&](const EpochIndex& ix) {
+    std::vector<uint64_t> v;
+    std::vector<Piece> pcs;
+    for (uint64_t p = 0; p < ix.num_samples(); ++p) {
+      v.push_back(ix.Sample(p, &pcs));
+      for (const Piece& pc : pcs) v.insert(v.end(), {pc.doc, pc.offset, pc.len});
+    }
+    return v;
+  };
+  auto e0 = EpochIndex::Get(**store, *docs, o, 0, 0);
+  auto e1 = EpochIndex::Get(**store, *docs, o, 1, 0);
+  ASSERT_TRUE(e0.ok() && e1.ok());
+  EXPECT_FALSE((*e0)->info().from_cache);
+  EXPECT_NE(order(**e0), order(**e1));
+  // Reloaded from the cache file: the same documents and samples.
+  auto again = EpochIndex::Get(**store, *docs, o, 0, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->info().from_cache);
+  EXPECT_EQ(order(**again), order(**e0));
+  EXPECT_EQ(samples(**again), samples(**e0));
+  auto o2 = o;
+  o2.seed = 10;
+  auto s2 = EpochIndex::Get(**store, *docs, o2, 0, 0);
+  ASSERT_TRUE(s2.ok());
+  EXPECT_FALSE((*s2)->info().from_cache);
+  EXPECT_NE(order(**s2), order(**e0));
+  // Unshuffled: documents and samples in corpus order.
+  auto o3 = o;
+  o3.shuffle = false;
+  auto u = EpochIndex::Get(**store, *docs, o3, 0, 0);
+  ASSERT_TRUE(u.ok());
+  std::vector<uint64_t> ident(docs->size());
+  for (uint64_t i = 0; i < ident.size(); ++i) ident[i] = i;
+  EXPECT_EQ(order(**u), ident);
+  std::vector<Piece> pcs;
+  for (uint64_t p = 0; p < 20; ++p) EXPECT_EQ((*u)->Sample(p, &pcs), p);
+}
+
+TEST(TokenPipeline, ConcatStreamIsTheSameOnEveryWorldSize) {
+  std::string dir = testing::FreshDir("tp-world");
+  std::string c = MakeCorpus(dir, "c", 120, 100, 23);
+  auto o = Opts({c}, 16, PackMode::kConcat);
+  o.batch_size = 2;
+  std::map<int64_t, std::vector<int64_t>> w1, w3, w4;
+  RunWorld(o, 1, 24, nullptr, &w1);
+  RunWorld(o, 3, 8, nullptr, &w3);
+  RunWorld(o, 4, 6, nullptr, &w4);
+  ASSERT_EQ(w1.size(), 48u);
+  EXPECT_EQ(w1, w3);
+  EXPECT_EQ(w1, w4);
+}
+
 }  // namespace
 }  // namespace stoker::tokens
