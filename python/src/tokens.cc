@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "batch.h"
+#include "cuda_host.h"
 #include "dlpack.h"
 #include "errors.h"
 #include "formats/tokens/token_store.h"
@@ -115,17 +116,25 @@ pyb::object Capsule(const TokenBatchPtr& keep, const View& v) {
                        {kDLInt, static_cast<uint8_t>(v.is64 ? 64 : 32), 1}, v.shape);
 }
 
+// Window layout: "window" is the [B, S + 1] buffer; with NumPy, "input_ids" and "labels"
+// are strided [B, S] views of it (same memory, labels one element later). With DLPack only
+// the window goes out and stoker/tokens.py slices the tensor (torch views, no copy).
 pyb::dict BatchDict(const TokenBatchPtr& b, bool dlpack) {
   const int64_t B = b->batch_size, S = b->seq_len;
-  std::vector<View> views = {
-      {"input_ids", b->input_ids.data(), b->int64, {B, S}},
-      {"labels", b->labels.data(), b->int64, {B, S}},
-      {"position_ids", b->position_ids.data(), b->int64, {B, S}},
-      {"cu_seqlens", b->cu_seqlens.data(), false, {static_cast<int64_t>(b->cu_seqlens.size())}},
-      {"pieces", b->pieces.data(), true, {static_cast<int64_t>(b->pieces.size() / 5), 5}},
-      {"sample_ids", b->sample_ids.data(), true, {B}},
-      {"epochs", b->epochs.data(), true, {B}},
-  };
+  std::vector<View> views;
+  if (b->windowed) {
+    views.push_back({"window", b->window.data(), b->int64, {B, S + 1}});
+  } else {
+    views.push_back({"input_ids", b->input_ids.data(), b->int64, {B, S}});
+    views.push_back({"labels", b->labels.data(), b->int64, {B, S}});
+  }
+  if (b->has_position_ids)
+    views.push_back({"position_ids", b->position_ids.data(), b->int64, {B, S}});
+  views.push_back({"cu_seqlens", b->cu_seqlens.data(), false,
+                   {static_cast<int64_t>(b->cu_seqlens.size())}});
+  views.push_back({"pieces", b->pieces.data(), true, {static_cast<int64_t>(b->pieces.size() / 5), 5}});
+  views.push_back({"sample_ids", b->sample_ids.data(), true, {B}});
+  views.push_back({"epochs", b->epochs.data(), true, {B}});
   pyb::dict out;
   if (dlpack) {
     for (const auto& v : views) out[v.name] = Capsule(b, v);
@@ -139,7 +148,15 @@ pyb::dict BatchDict(const TokenBatchPtr& b, bool dlpack) {
         out[v.name] = pyb::array(dt, v.shape, {}, v.data, base);
       }
     }
+    if (b->windowed) {
+      const pyb::ssize_t isz = b->int64 ? 8 : 4;
+      pyb::dtype dt = b->int64 ? pyb::dtype::of<int64_t>() : pyb::dtype::of<int32_t>();
+      std::vector<pyb::ssize_t> shape = {B, S}, strides = {(S + 1) * isz, isz};
+      out["input_ids"] = pyb::array(dt, shape, strides, b->input_data(), base);
+      out["labels"] = pyb::array(dt, shape, strides, b->label_data(), base);
+    }
   }
+  out["layout"] = b->windowed ? "window" : "separate";
   out["max_seqlen"] = b->max_seqlen;
   out["step"] = b->step;
   out["tokens"] = b->tokens;
@@ -175,6 +192,18 @@ tokens::TokenPipelineOptions PipelineOptionsFromDict(const pyb::dict& d) {
   o.ignore_index = Get<int64_t>(d, "ignore_index", -100);
   o.vocab_size = Get<int64_t>(d, "vocab_size", 0);
   o.reset_position_ids = Get<bool>(d, "reset_position_ids", true);
+  o.window = Get<std::string>(d, "layout", "window") == "window";
+  {
+    pyb::object pos = pyb::none();
+    if (d.contains("position_ids")) pos = d["position_ids"];
+    if (pos.is_none()) {
+      o.position_ids = tokens::TokenPipelineOptions::PositionIds::kAuto;
+    } else {
+      o.position_ids = pos.cast<bool>() ? tokens::TokenPipelineOptions::PositionIds::kOn
+                                        : tokens::TokenPipelineOptions::PositionIds::kOff;
+    }
+  }
+  if (Get<bool>(d, "pinned", false)) o.allocator = ValueOrThrow(CudaPinnedAllocator());
   o.threads = Get<int>(d, "threads", 1);
   o.prefetch = Get<int>(d, "prefetch", 2);
   return o;

@@ -16,6 +16,7 @@ next batch is copied to the GPU (from pinned memory when ``pin_memory``) while t
 one is used. Rank and world size come from the arguments or RANK/WORLD_SIZE.
 """
 
+import collections
 import os
 
 from ._errors import bad_argument, require_extension
@@ -74,7 +75,13 @@ def write_tokens(spec, documents, dtype="uint16", vocab_size=0, shard_tokens=0,
 class TokenPipeline:
     """Iterable of token batches. Each batch is a dict:
 
-    ``input_ids``, ``labels``, ``position_ids``: [batch_size, seq_len] int32 (or int64);
+    ``input_ids``, ``labels``: [batch_size, seq_len] int32 (or int64). With
+    ``layout="window"`` (the default for ``packing="concat"``) both are views of one
+    ``window`` array [batch_size, seq_len + 1] (``input_ids = window[:, :-1]``,
+    ``labels = window[:, 1:]``: no copy, NumPy or torch); ``layout="separate"`` gives two
+    arrays (packing modes always do: a label there is ``ignore_index`` at a document end).
+    ``position_ids`` [batch_size, seq_len]: in packing modes, or when ``position_ids=True``;
+    ``position_ids=False`` never.
     ``cu_seqlens``: int32 document offsets in the flattened batch (padding is its own run);
     ``max_seqlen``; ``pieces``: int64 [P, 5] (row, corpus, document, offset, length);
     ``sample_ids``: global sample index of each row; ``epochs``: corpus epoch of each row.
@@ -84,7 +91,8 @@ class TokenPipeline:
                  seed=0, shuffle=True, drop_last_partial=True, split=(0.0, 1.0),
                  skip_empty=False, cache_dir=None, rank=None, world_size=None, dtype="int32",
                  pad_id=0, ignore_index=-100, vocab_size=0, reset_position_ids=True,
-                 threads=1, prefetch=2, output="numpy", device=None, pin_memory=None):
+                 threads=1, prefetch=2, output="numpy", device=None, pin_memory=None,
+                 layout="window", position_ids=None):
         ext = require_extension("stoker.TokenPipeline")
         if isinstance(data, str):
             data = [data]
@@ -94,9 +102,17 @@ class TokenPipeline:
             raise bad_argument(f"output={output!r} is not one of 'numpy', 'torch'")
         if dtype not in ("int32", "int64"):
             raise bad_argument(f"dtype={dtype!r} is not one of 'int32', 'int64'")
+        if layout not in ("window", "separate"):
+            raise bad_argument(f"layout={layout!r} is not one of 'window', 'separate'")
+        if position_ids not in (None, True, False):
+            raise bad_argument(f"position_ids={position_ids!r} is not None, True or False")
         if device is not None and output != "torch":
             raise bad_argument("device= needs output='torch'")
         rank, world_size = _rank_world(rank, world_size)
+        pin = pin_memory if pin_memory is not None else device is not None
+        # Pinned batch buffers come from the CUDA runtime's allocator and are recycled with
+        # the batches; without a CUDA device (CPU-only torch, no driver) they are plain memory.
+        pinned = bool(pin) and _cuda_available()
         self._opts = dict(
             data=list(data), weights=list(weights) if weights is not None else [],
             seq_len=int(seq_len), batch_size=int(batch_size), packing=packing, seed=int(seed),
@@ -106,11 +122,12 @@ class TokenPipeline:
             world_size=world_size, dtype=dtype, pad_id=int(pad_id),
             ignore_index=int(ignore_index), vocab_size=int(vocab_size),
             reset_position_ids=bool(reset_position_ids), threads=int(threads),
-            prefetch=int(prefetch))
+            prefetch=int(prefetch), layout=layout, position_ids=position_ids, pinned=pinned)
         self._p = ext.TokenPipeline(self._opts)
         self._output = output
         self._device = device
-        self._pin = pin_memory if pin_memory is not None else device is not None
+        self._pinned = pinned  # the buffers are pinned already: no pin_memory() copy
+        self._inflight = collections.deque()
         self.rank, self.world_size = rank, world_size
         self.batch_size, self.seq_len = int(batch_size), int(seq_len)
 
@@ -138,17 +155,29 @@ class TokenPipeline:
         import torch
         from torch.utils.dlpack import from_dlpack
 
-        out = {}
+        out, host = {}, []
         for k, v in b.items():
             if type(v).__name__ == "PyCapsule":
                 t = from_dlpack(v)
                 if self._device is not None:
-                    if self._pin:
-                        t = t.pin_memory()
-                    t = t.to(self._device, non_blocking=True)
+                    # One copy per array (the window once, not input_ids and labels).
+                    host.append(t)
+                    t = t.to(self._device, non_blocking=self._pinned)
                 out[k] = t
             else:
                 out[k] = v
+        if host and self._pinned:
+            # The pinned buffers return to the pipeline's pool when their tensors die: keep
+            # them until their asynchronous copies are done.
+            ev = torch.cuda.Event()
+            ev.record()
+            self._inflight.append((ev, host))
+            while self._inflight and (len(self._inflight) > 8 or self._inflight[0][0].query()):
+                self._inflight.popleft()[0].synchronize()
+        if "window" in out:
+            w = out["window"]
+            out["input_ids"] = w[:, :-1]
+            out["labels"] = w[:, 1:]
         return out
 
     def __iter__(self):
@@ -187,6 +216,17 @@ class TokenPipeline:
 
     def stats(self):
         return self._p.stats()
+
+
+def _cuda_available():
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver install: treat as CPU-only
+        return False
 
 
 def blend_indices(weights, size):

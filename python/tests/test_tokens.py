@@ -358,3 +358,70 @@ def test_device_iteration_path_on_cpu(tmp_path):
         np.testing.assert_array_equal(b["input_ids"].numpy(), ref.next_batch()["input_ids"])
     with pytest.raises(stoker.InvalidArgumentError):
         T.TokenPipeline(data, device="cpu")  # device needs output="torch"
+
+
+def test_window_layout_numpy_views_and_next_token_labels(tmp_path):
+    data = _corpus(tmp_path, "w")
+    store = T.TokenStore(data)
+    S, B = 48, 4
+    pipe = T.TokenPipeline(data, seq_len=S, batch_size=B, cache_dir="none")
+    sep = T.TokenPipeline(data, seq_len=S, batch_size=B, cache_dir="none", layout="separate",
+                          position_ids=True)
+    for _ in range(6):
+        b, s = pipe.next_batch(), sep.next_batch()
+        assert b["layout"] == "window" and s["layout"] == "separate"
+        assert "position_ids" not in b  # off in concat mode unless asked
+        w, x, y = b["window"], b["input_ids"], b["labels"]
+        assert w.shape == (B, S + 1) and x.shape == y.shape == (B, S)
+        # Views of the window, not copies: pointer arithmetic on the one buffer.
+        base = w.__array_interface__["data"][0]
+        assert x.__array_interface__["data"][0] == base
+        assert y.__array_interface__["data"][0] == base + w.itemsize
+        assert x.strides == y.strides == ((S + 1) * w.itemsize, w.itemsize)
+        assert np.shares_memory(x, w) and np.shares_memory(y, w)
+        np.testing.assert_array_equal(x, w[:, :-1])
+        np.testing.assert_array_equal(y, w[:, 1:])
+        # Same tokens and labels as the separate layout.
+        np.testing.assert_array_equal(x, s["input_ids"])
+        np.testing.assert_array_equal(y, s["labels"])
+        np.testing.assert_array_equal(b["pieces"], s["pieces"])
+        # labels[i] == input_ids[i + 1]; inside a document, input i is that document's token.
+        np.testing.assert_array_equal(y[:, :-1], x[:, 1:])
+        at = {}
+        for row, _c, doc, off, ln in b["pieces"]:
+            a = at.get(row, 0)
+            np.testing.assert_array_equal(x[row, a:a + ln], store[doc][off:off + ln])
+            if a + ln < S:  # the label of the piece's last-but-one tokens: same document
+                np.testing.assert_array_equal(y[row, a:a + ln - 1],
+                                              store[doc][off + 1:off + ln])
+            at[row] = a + ln
+
+
+def test_window_layout_torch_views_share_one_buffer(tmp_path):
+    torch = pytest.importorskip("torch")
+    data = _corpus(tmp_path, "wt")
+    S, B = 32, 3
+    for dtype, size in (("int32", 4), ("int64", 8)):
+        pipe = T.TokenPipeline(data, seq_len=S, batch_size=B, output="torch", dtype=dtype,
+                               cache_dir="none")
+        ref = T.TokenPipeline(data, seq_len=S, batch_size=B, dtype=dtype, cache_dir="none",
+                              layout="separate")
+        for _ in range(3):
+            b, r = pipe.next_batch(), ref.next_batch()
+            w, x, y = b["window"], b["input_ids"], b["labels"]
+            assert w.shape == (B, S + 1) and x.shape == y.shape == (B, S)
+            assert x.data_ptr() == w.data_ptr()
+            assert y.data_ptr() == w.data_ptr() + size
+            assert x.stride() == y.stride() == (S + 1, 1)
+            np.testing.assert_array_equal(x.numpy(), r["input_ids"])
+            np.testing.assert_array_equal(y.numpy(), r["labels"])
+    with pytest.raises(stoker.InvalidArgumentError):
+        T.TokenPipeline(data, layout="rows")
+    # position_ids when asked, in the window layout too.
+    p = T.TokenPipeline(data, seq_len=S, batch_size=B, cache_dir="none", position_ids=True)
+    q = T.TokenPipeline(data, seq_len=S, batch_size=B, cache_dir="none", layout="separate",
+                        position_ids=True)
+    np.testing.assert_array_equal(p.next_batch()["position_ids"], q.next_batch()["position_ids"])
+    assert "position_ids" not in T.TokenPipeline(data, packing="best_fit", seq_len=S,
+                                                 cache_dir="none",
+                                                 position_ids=False).next_batch()

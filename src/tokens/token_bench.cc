@@ -48,11 +48,13 @@ Result<TokenBenchResult> RunTokenBench(const TokenBenchOptions& o) {
   for (uint64_t i = 0; i < o.warmup; ++i) STOKER_RETURN_IF_ERROR(p->Next().status());
   double c0 = CpuNow();
   t0 = Now();
+  uint64_t batch_bytes = 0;
   for (uint64_t i = 0; i < o.steps; ++i) {
     STOKER_ASSIGN_OR_RETURN(TokenBatchPtr b, p->Next());
     ++r.batches;
     r.delivered_tokens += b->tokens;
     r.pad_tokens += b->pad_tokens;
+    batch_bytes = b->token_bytes();
   }
   r.wall_s = Now() - t0;
   r.cpu_s = CpuNow() - c0;
@@ -60,17 +62,21 @@ Result<TokenBenchResult> RunTokenBench(const TokenBenchOptions& o) {
                            static_cast<double>(o.pipeline.index.seq_len);
   r.tokens_per_s = positions / r.wall_s;
   r.tokens_per_cpu_s = r.cpu_s > 0 ? positions / r.cpu_s : 0;
-  r.out_bytes_per_s = r.tokens_per_s * (o.pipeline.int64_output ? 8 : 4) * 3;
+  r.out_bytes_per_token = static_cast<double>(batch_bytes) /
+                          (static_cast<double>(o.pipeline.batch_size) *
+                           static_cast<double>(o.pipeline.index.seq_len));
+  r.out_bytes_per_s = r.tokens_per_s * r.out_bytes_per_token;
 
-  if (o.memcpy_limit) {
-    // The hardware limit of the delivery: copying the same source token bytes (one window
-    // of S + 1 tokens per row, at random places of corpus 0's mapping) into a batch buffer.
+  if (o.memcpy_limit && batch_bytes > 0) {
+    // The hardware limit of the delivery: memcpy of as many bytes as a batch's token arrays
+    // hold (window layout: B * (S + 1) * 4 for int32), row by row, from random places of
+    // corpus 0's mapping (page cache) into one buffer of that size. A row's bytes come
+    // from one document where it is long enough, else from several.
     const TokenStore& s = p->store(0);
     const size_t isz = TokenDTypeSize(s.dtype());
-    const uint64_t S = static_cast<uint64_t>(o.pipeline.index.seq_len) + 1;
     const uint64_t B = static_cast<uint64_t>(o.pipeline.batch_size);
-    std::vector<uint8_t> dst(B * S * isz);
-    // Windows inside documents long enough, else whole documents.
+    const uint64_t row_bytes = batch_bytes / B;
+    std::vector<uint8_t> dst(row_bytes * B);
     Rng rng(1);
     const uint64_t nd = s.num_documents();
     double bytes = 0;
@@ -79,23 +85,25 @@ Result<TokenBenchResult> RunTokenBench(const TokenBenchOptions& o) {
     const uint64_t total_rows = o.steps * B;
     while (rows < total_rows) {
       for (uint64_t b = 0; b < B; ++b, ++rows) {
-        uint64_t want = S;
-        uint8_t* out = dst.data() + b * S * isz;
+        uint64_t want = row_bytes;
+        uint8_t* out = dst.data() + b * row_bytes;
         while (want > 0) {
           TokenSpan sp = s.Document(rng.Below(nd));
-          uint64_t n = std::min<uint64_t>(want, sp.length);
-          uint64_t off = sp.length > n ? rng.Below(sp.length - n) : 0;
-          std::memcpy(out, sp.data + off * isz, n * isz);
-          out += n * isz;
+          const uint64_t have = sp.length * isz;
+          uint64_t n = std::min<uint64_t>(want, have);
+          uint64_t off = have > n ? rng.Below(sp.length - n / isz) * isz : 0;
+          std::memcpy(out, sp.data + off, n);
+          out += n;
           want -= n;
-          bytes += static_cast<double>(n * isz);
+          bytes += static_cast<double>(n);
         }
       }
       asm volatile("" : : "r"(dst.data()) : "memory");
     }
     double dt = Now() - m0;
     r.memcpy_bytes_per_s = bytes / dt;
-    r.memcpy_tokens_per_s = static_cast<double>(total_rows) * static_cast<double>(S - 1) / dt;
+    r.memcpy_tokens_per_s = static_cast<double>(total_rows) *
+                            static_cast<double>(o.pipeline.index.seq_len) / dt;
     r.ratio_to_memcpy = r.tokens_per_s / r.memcpy_tokens_per_s;
   }
   return r;

@@ -29,7 +29,9 @@ struct TokenBenchResult {
   double wall_s = 0, cpu_s = 0;
   double tokens_per_s = 0, tokens_per_cpu_s = 0;
   double out_bytes_per_s = 0;
-  // memcpy of the same source token bytes (random sample windows of the mapped corpus).
+  double out_bytes_per_token = 0;  // token-array bytes a batch holds / its B * S positions
+  // memcpy of the same output bytes per batch (contiguous runs of the mapped corpus, from
+  // the page cache, at random places) into one reused buffer of the batch's size.
   double memcpy_bytes_per_s = 0, memcpy_tokens_per_s = 0;
   double ratio_to_memcpy = 0;  // tokens_per_s / memcpy_tokens_per_s
 };

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+
+#include <immintrin.h>
+#include <sys/mman.h>
 
 #include "core/random.h"
 #include "formats/checksum.h"
@@ -26,6 +30,80 @@ const char* PackModeName(PackMode m) {
   return "?";
 }
 
+KeyedPermutation::KeyedPermutation(uint64_t n, uint64_t key, bool identity)
+    : n_(n), identity_(identity || n <= 1) {
+  uint32_t bits = 0;
+  while ((uint64_t{1} << bits) < n) ++bits;
+  const uint32_t wa = bits - bits / 2;
+  wb_ = bits / 2;
+  ma_ = (1u << wa) - 1;
+  mb_ = (1u << wb_) - 1;
+  for (int i = 0; i < 4; ++i) k_[i] = static_cast<uint32_t>(SplitMix64(key + static_cast<uint64_t>(i)) >> 32);
+}
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) inline __m256i FeistelF8(__m256i v, __m256i key) {
+  __m256i h = _mm256_mullo_epi32(_mm256_xor_si256(v, key), _mm256_set1_epi32(0x9E3779B1u));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA77u)));
+  return _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+}
+
+// KeyedPermutation::Round4 on 8 lanes (the same arithmetic, lane by lane).
+__attribute__((target("avx2"))) void Round4Avx2(uint32_t* x, uint64_t m, uint32_t wb, uint32_t ma,
+                                                uint32_t mb, const uint32_t* k) {
+  const __m128i sh = _mm_cvtsi32_si128(static_cast<int>(wb));
+  const __m256i vma = _mm256_set1_epi32(static_cast<int>(ma));
+  const __m256i vmb = _mm256_set1_epi32(static_cast<int>(mb));
+  const __m256i k0 = _mm256_set1_epi32(static_cast<int>(k[0]));
+  const __m256i k1 = _mm256_set1_epi32(static_cast<int>(k[1]));
+  const __m256i k2 = _mm256_set1_epi32(static_cast<int>(k[2]));
+  const __m256i k3 = _mm256_set1_epi32(static_cast<int>(k[3]));
+  for (uint64_t i = 0; i + 8 <= m; i += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    __m256i a = _mm256_srl_epi32(v, sh), b = _mm256_and_si256(v, vmb), t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k0), vma));
+    a = b, b = t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k1), vmb));
+    a = b, b = t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k2), vma));
+    a = b, b = t;
+    t = _mm256_xor_si256(a, _mm256_and_si256(FeistelF8(b, k3), vmb));
+    a = b, b = t;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(x + i), _mm256_or_si256(_mm256_sll_epi32(a, sh), b));
+  }
+}
+const bool kHaveAvx2 = [] {
+  __builtin_cpu_init();  // this may run before libgcc's own constructor
+  return __builtin_cpu_supports("avx2") != 0;
+}();
+#endif
+
+}  // namespace
+
+void KeyedPermutation::Block(uint64_t first, uint64_t m, uint32_t* out) const {
+  if (identity_) {
+    for (uint64_t i = 0; i < m; ++i) out[i] = static_cast<uint32_t>(first + i);
+    return;
+  }
+  uint64_t done = 0;
+#if defined(__x86_64__)
+  if (kHaveAvx2) {
+    done = m / 8 * 8;
+    for (uint64_t i = 0; i < done; ++i) out[i] = static_cast<uint32_t>(first + i);
+    Round4Avx2(out, done, wb_, ma_, mb_, k_);
+    for (uint64_t i = 0; i < done; ++i) {  // cycle walking: the lanes still outside [0, n)
+      uint32_t x = out[i];
+      while (x >= n_) x = Round4(x);
+      out[i] = x;
+    }
+  }
+#endif
+  for (uint64_t i = done; i < m; ++i) out[i] = static_cast<uint32_t>((*this)(first + i));
+}
+
 Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOptions& o) {
   const uint64_t d = store.num_documents();
   if (d >= std::numeric_limits<uint32_t>::max())
@@ -39,23 +117,46 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
   };
   uint64_t b = at(o.split_begin), e = at(o.split_end);
   CorpusDocs out;
-  out.docs.reserve(e - b);
-  for (uint64_t i = b; i < e; ++i) {
-    uint64_t len = store.DocumentLength(i);
-    if (len == 0) {
-      if (!o.skip_empty)
-        return Corrupt("{} is empty (no tokens); skip empty documents to go on (skip_empty)",
-                       store.Location(i));
-      ++out.skipped_empty;
-      continue;
+  out.first = b;
+  // One pass checks and counts (lengths read in blocks); the ids are stored only when some
+  // were skipped.
+  constexpr uint64_t kBlock = 4096;
+  uint32_t lens[kBlock];
+  for (uint64_t b0 = b; b0 < e; b0 += kBlock) {
+    const uint64_t m = std::min(kBlock, e - b0);
+    store.DocumentLengths(b0, m, lens);
+    uint64_t zeros = 0, sum = 0;
+    uint32_t mx = 0;
+    for (uint64_t i = 0; i < m; ++i) {
+      zeros += lens[i] == 0;
+      sum += lens[i];
+      mx = std::max(mx, lens[i]);
     }
-    if (len >= std::numeric_limits<uint32_t>::max())
-      return InvalidArgument("{} has {} tokens, more than 2^32 - 1", store.Location(i), len);
-    out.docs.push_back(static_cast<uint32_t>(i));
-    out.tokens += len;
-    out.max_doc_len = std::max(out.max_doc_len, len);
+    if (zeros > 0) {
+      if (!o.skip_empty)
+        for (uint64_t i = 0; i < m; ++i)
+          if (lens[i] == 0)
+            return Corrupt("{} is empty (no tokens); skip empty documents to go on (skip_empty)",
+                           store.Location(b0 + i));
+      out.skipped_empty += zeros;
+    }
+    if (mx == std::numeric_limits<uint32_t>::max())
+      for (uint64_t i = 0; i < m; ++i)
+        if (lens[i] == mx)
+          return InvalidArgument("{} has {} tokens or more, more than 2^32 - 2",
+                                 store.Location(b0 + i), mx);
+    out.tokens += sum;
+    out.max_doc_len = std::max<uint64_t>(out.max_doc_len, mx);
   }
-  if (out.docs.empty())
+  out.count = e - b - out.skipped_empty;
+  if (out.skipped_empty > 0) {
+    auto ids = std::make_shared<std::vector<uint32_t>>();
+    ids->reserve(out.count);
+    for (uint64_t i = b; i < e; ++i)
+      if (store.DocumentLength(i) > 0) ids->push_back(static_cast<uint32_t>(i));
+    out.ids = std::move(ids);
+  }
+  if (out.count == 0)
     return InvalidArgument("{}: the split [{}, {}) holds no non-empty document",
                            store.files()[0], o.split_begin, o.split_end);
   return out;
@@ -63,9 +164,46 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
 
 namespace {
 
-void Shuffle(std::vector<uint32_t>* v, Rng* rng) {
-  for (size_t i = v->size(); i > 1; --i) std::swap((*v)[i - 1], (*v)[rng->Below(i)]);
+// The lengths of the split's documents, in document order, copied once (a sequential read
+// of the store's index) into one huge-page-backed block: the build then reads them in
+// shuffled order, and random reads of a mapped .idx (4 KiB pages: a TLB and a cache miss
+// per document) cost ~5x more than of this block.
+// Memory for a large build array, 2 MiB aligned and marked for transparent huge pages:
+// the build reads and writes it at random places, where 4 KiB pages cost a TLB miss (and
+// a page fault) per few documents. nullptr when out of memory.
+void* AllocHuge(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kHuge - 1) / kHuge * kHuge;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHuge, rounded) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  madvise(p, rounded, MADV_HUGEPAGE);  // a hint; without it the memory still works
+#endif
+  return p;
 }
+
+class LengthTable {
+ public:
+  Status Fill(const TokenStore& store, const CorpusDocs& cd) {
+    n_ = cd.size();
+    v_.reset(static_cast<uint32_t*>(AllocHuge(4 * n_)));
+    if (!v_)
+      return Internal("cannot allocate {} bytes for the document lengths of {}", 4 * n_,
+                      store.files()[0]);
+    if (!cd.ids) {
+      store.DocumentLengths(cd.first, n_, v_.get());
+    } else {
+      for (uint64_t i = 0; i < n_; ++i)
+        v_[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[i]));
+    }
+    return Status::OK();
+  }
+  uint32_t operator[](uint64_t i) const { return v_[i]; }
+
+ private:
+  std::unique_ptr<uint32_t[], FreeDeleter> v_;
+  uint64_t n_ = 0;
+};
 
 // Best-fit: the bin with the least room that still fits. Bins are bucketed by their room
 // (0..S) with a bitset over non-empty buckets, so a lookup scans S/64 words at most.
@@ -129,7 +267,8 @@ class FirstFitBins {
   uint64_t nbins_ = 0;
 };
 
-constexpr char kIndexMagic[8] = {'S', 'T', 'K', 'T', 'I', 'D', 'X', '1'};
+constexpr char kIndexMagic[8] = {'S', 'T', 'K', 'T', 'I', 'D', 'X', '2'};
+constexpr uint32_t kIndexVersion = 2;
 struct IndexHeader {
   char magic[8];
   uint32_t version, mode;
@@ -140,6 +279,13 @@ static_assert(sizeof(IndexHeader) == 64);
 
 }  // namespace
 
+void EpochIndex::SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uint64_t salt) {
+  doc_perm_ = KeyedPermutation(num_docs_, MixKey(o.seed, epoch, salt, kStreamDocShuffle),
+                               !o.shuffle);
+  sample_perm_ = KeyedPermutation(num_samples_, MixKey(o.seed, epoch, salt, kStreamSampleShuffle),
+                                  !o.shuffle);
+}
+
 Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, const TokenStore& store,
                                                       const TokenIndexOptions& o, uint64_t epoch,
                                                       uint64_t salt) {
@@ -147,13 +293,15 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
   ix->mode_ = o.mode;
   ix->seq_len_ = o.seq_len;
   ix->store_ = &store;
+  ix->docs_ = cd;
+  ix->num_docs_ = cd.size();
   const uint64_t S = static_cast<uint64_t>(o.seq_len);
-  ix->own_docs_ = cd.docs;
-  if (o.shuffle) {
-    Rng rng(o.seed, epoch, salt, kStreamDocShuffle);
-    Shuffle(&ix->own_docs_, &rng);
-  }
-  const auto& order = ix->own_docs_;
+  const uint64_t D = cd.size();
+  // The document order first (its permutation needs only D); the sample one once N is known.
+  ix->doc_perm_ = KeyedPermutation(D, MixKey(o.seed, epoch, salt, kStreamDocShuffle), !o.shuffle);
+  const KeyedPermutation& perm = ix->doc_perm_;
+  LengthTable len;
+  STOKER_RETURN_IF_ERROR(len.Fill(store, cd));
   ix->tokens_ = cd.tokens;
   const uint64_t T = cd.tokens;
   if (o.mode == PackMode::kConcat) {
@@ -163,38 +311,54 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
                              store.files()[0], T, S);
     if (n >= std::numeric_limits<uint32_t>::max())
       return InvalidArgument("{} samples in one epoch; the index holds at most 2^32 - 1", n);
-    ix->own_samples_.resize(n + 1);
-    // Walk the concatenated stream: sample k starts at token k*S.
-    uint64_t pos = 0, off = 0;  // document position in `order`, token offset in it
-    for (uint64_t k = 0; k <= n; ++k) {
-      uint64_t want = k * S;  // absolute token; advance from the previous start by S
-      if (k > 0) {
-        uint64_t left = S;
-        while (left > 0 && pos < order.size()) {
-          uint64_t room = store.DocumentLength(order[pos]) - off;
-          if (left < room) {
-            off += left;
-            left = 0;
-          } else {
-            left -= room;
-            ++pos;
-            off = 0;
-          }
+    ix->own_samples_.reset(static_cast<SampleStart*>(AllocHuge(8 * (n + 2))));  // +1 scratch
+    if (!ix->own_samples_)
+      return Internal("cannot allocate {} bytes for the sample index of {}", 8 * (n + 1),
+                      store.files()[0]);  // every entry is written below
+    ix->own_samples_n_ = n + 1;
+    SampleStart* out = ix->own_samples_.get();
+    // One pass over the documents in epoch order: sample k starts at token k*S of the
+    // concatenated stream, at (position, offset) of the document that holds that token (a
+    // start exactly at a document's end is the next document's offset 0).
+    out[0] = {0, 0};
+    uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position pos
+    // In blocks: the block's shuffled lengths are fetched first (their reads are random and
+    // independent, so the CPU overlaps the cache misses), then walked.
+    constexpr uint64_t kBlock = 256;
+    uint32_t j[kBlock];
+    for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
+      const uint64_t m = std::min(kBlock, D - b0);
+      perm.Block(b0, m, j);
+      for (uint64_t i = 0; i < m; ++i) j[i] = len[j[i]];  // independent loads: overlapped
+      for (uint64_t i = 0; i < m && k <= n; ++i) {
+        const uint64_t end = base + j[i];
+        // Most documents are shorter than S and hold at most one start: that one is
+        // written without a branch (out[k] is scratch until k moves on; k <= n + 1).
+        out[k] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
+        const uint64_t hit = static_cast<uint64_t>(next < end) & static_cast<uint64_t>(k <= n);
+        k += hit;
+        next += hit * S;
+        while (next < end && k <= n) {
+          out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
+          next += S;
         }
+        base = end;
       }
-      (void)want;
-      ix->own_samples_[k] = {static_cast<uint32_t>(pos), static_cast<uint32_t>(off)};
     }
+    for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
     ix->num_samples_ = n;
   } else {
     std::vector<Seg> segs;
-    segs.reserve(order.size() + T / S + 1);
-    for (uint64_t p = 0; p < order.size(); ++p) {
-      uint64_t len = store.DocumentLength(order[p]);
-      for (uint64_t off = 0; off < len; off += S)
+    segs.reserve(D + T / S + 1);
+    for (uint64_t p = 0; p < D; ++p) {
+      const uint64_t l = len[perm(p)];
+      for (uint64_t off = 0; off < l; off += S)
         segs.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(off),
-                        static_cast<uint32_t>(std::min(S, len - off))});
+                        static_cast<uint32_t>(std::min(S, l - off))});
     }
+    if (segs.size() >= std::numeric_limits<uint32_t>::max())
+      return InvalidArgument("{} pieces in one epoch; the index holds at most 2^32 - 1",
+                             segs.size());
     std::vector<uint32_t> bin_of(segs.size());
     uint64_t nbins = 0;
     if (o.mode == PackMode::kBestFit) {
@@ -222,28 +386,19 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     ix->num_samples_ = nbins;
     ix->pad_tokens_ = nbins * S - T;
   }
-  ix->own_shuffle_.resize(ix->num_samples_);
-  for (uint32_t i = 0; i < ix->num_samples_; ++i) ix->own_shuffle_[i] = i;
-  if (o.shuffle) {
-    Rng rng(o.seed, epoch, salt, kStreamSampleShuffle);
-    Shuffle(&ix->own_shuffle_, &rng);
-  }
-  ix->doc_order_ = ix->own_docs_.data();
-  ix->num_docs_ = ix->own_docs_.size();
-  ix->sample_index_ = ix->own_samples_.empty() ? nullptr : ix->own_samples_.data();
+  ix->SetPermutations(o, epoch, salt);
+  ix->sample_index_ = ix->own_samples_.get();
   ix->bin_start_ = ix->own_bins_.empty() ? nullptr : ix->own_bins_.data();
   ix->segs_ = ix->own_segs_.empty() ? nullptr : ix->own_segs_.data();
   ix->num_segs_ = ix->own_segs_.size();
-  ix->shuffle_ = ix->own_shuffle_.data();
-  ix->info_.bytes = 4 * ix->num_docs_ + 8 * ix->own_samples_.size() + 4 * ix->own_bins_.size() +
-                    12 * ix->num_segs_ + 4 * ix->num_samples_;
+  ix->info_.bytes = 8 * ix->own_samples_n_ + 4 * ix->own_bins_.size() + 12 * ix->num_segs_;
   return ix;
 }
 
 Status EpochIndex::Save(Env* env, const std::string& path) const {
   IndexHeader h{};
   std::memcpy(h.magic, kIndexMagic, 8);
-  h.version = 1;
+  h.version = kIndexVersion;
   h.mode = static_cast<uint32_t>(mode_);
   h.seq_len = seq_len_;
   h.num_docs = num_docs_;
@@ -251,71 +406,76 @@ Status EpochIndex::Save(Env* env, const std::string& path) const {
   h.num_segs = num_segs_;
   h.tokens = tokens_;
   h.pad_tokens = pad_tokens_;
-  std::vector<uint8_t> buf(sizeof(h));
-  std::memcpy(buf.data(), &h, sizeof(h));
-  auto put = [&](const void* p, size_t n) {
-    size_t at = buf.size();
-    buf.resize(at + n);
-    if (n) std::memcpy(buf.data() + at, p, n);
-  };
-  put(doc_order_, 4 * num_docs_);
-  if (mode_ == PackMode::kConcat) {
-    put(sample_index_, 8 * (num_samples_ + 1));
-  } else {
-    put(bin_start_, 4 * (num_samples_ + 1));
-    put(segs_, 12 * num_segs_);
-  }
-  put(shuffle_, 4 * num_samples_);
+  // The permutations are not stored (a pure function of seed, epoch, corpus); only the
+  // sample index is.
   std::string dir = DirName(path);
   if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
-  return env->WriteFileAtomic(path, buf.data(), buf.size());
+  // Written straight from the arrays under a temporary name, then renamed into place.
+  const std::string tmp = path + ".tmp";
+  {
+    STOKER_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
+    STOKER_RETURN_IF_ERROR(f->Append(&h, sizeof(h)));
+    if (mode_ == PackMode::kConcat) {
+      STOKER_RETURN_IF_ERROR(f->Append(sample_index_, 8 * (num_samples_ + 1)));
+    } else {
+      STOKER_RETURN_IF_ERROR(f->Append(bin_start_, 4 * (num_samples_ + 1)));
+      if (num_segs_) STOKER_RETURN_IF_ERROR(f->Append(segs_, 12 * num_segs_));
+    }
+    STOKER_RETURN_IF_ERROR(f->Close());
+  }
+  return env->RenameFile(tmp, path);
 }
 
 Result<std::shared_ptr<EpochIndex>> EpochIndex::Load(Env* env, const std::string& path,
-                                                     const TokenStore& store, PackMode mode,
-                                                     int64_t seq_len) {
+                                                     const TokenStore& store,
+                                                     const CorpusDocs& docs,
+                                                     const TokenIndexOptions& o, uint64_t epoch,
+                                                     uint64_t salt) {
+  const PackMode mode = o.mode;
   STOKER_ASSIGN_OR_RETURN(auto m, MappedFile::Open(env, path));
   IndexHeader h{};
   if (m->size() < sizeof(h)) return Corrupt("{}: truncated index header", path);
   std::memcpy(&h, m->data(), sizeof(h));
-  if (std::memcmp(h.magic, kIndexMagic, 8) != 0 || h.version != 1 ||
-      h.mode != static_cast<uint32_t>(mode) || h.seq_len != seq_len)
+  if (std::memcmp(h.magic, kIndexMagic, 8) != 0 || h.version != kIndexVersion ||
+      h.mode != static_cast<uint32_t>(mode) || h.seq_len != o.seq_len ||
+      h.num_docs != docs.size() || h.tokens != docs.tokens)
     return Corrupt("{}: not a token index for these options", path);
-  uint64_t need = sizeof(h) + 4 * h.num_docs + 4 * h.num_samples;
+  uint64_t need = sizeof(h);
   need += mode == PackMode::kConcat ? 8 * (h.num_samples + 1)
                                     : 4 * (h.num_samples + 1) + 12 * h.num_segs;
-  if (h.num_docs > m->size() || h.num_samples > m->size() || h.num_segs > m->size() ||
-      m->size() != need)
+  if (h.num_samples > m->size() || h.num_segs > m->size() || m->size() != need)
     return Corrupt("{}: {} bytes, the header needs {}", path, m->size(), need);
   auto ix = std::shared_ptr<EpochIndex>(new EpochIndex());
   ix->mode_ = mode;
-  ix->seq_len_ = seq_len;
+  ix->seq_len_ = o.seq_len;
   ix->store_ = &store;
+  ix->docs_ = docs;
   ix->num_docs_ = h.num_docs;
   ix->num_samples_ = h.num_samples;
   ix->num_segs_ = h.num_segs;
   ix->tokens_ = h.tokens;
   ix->pad_tokens_ = h.pad_tokens;
   const uint8_t* p = m->data() + sizeof(h);
-  ix->doc_order_ = reinterpret_cast<const uint32_t*>(p);
-  p += 4 * h.num_docs;
   if (mode == PackMode::kConcat) {
     ix->sample_index_ = reinterpret_cast<const SampleStart*>(p);
-    p += 8 * (h.num_samples + 1);
   } else {
     ix->bin_start_ = reinterpret_cast<const uint32_t*>(p);
     p += 4 * (h.num_samples + 1);
     ix->segs_ = reinterpret_cast<const Seg*>(p);
-    p += 12 * h.num_segs;
   }
-  ix->shuffle_ = reinterpret_cast<const uint32_t*>(p);
   // Cheap consistency checks, so a damaged cache file cannot index outside the corpus.
-  for (uint64_t i = 0; i < h.num_docs; i += 1 + h.num_docs / 64)
-    if (ix->doc_order_[i] >= store.num_documents()) return Corrupt("{}: bad document id", path);
-  for (uint64_t i = 0; i < h.num_samples; i += 1 + h.num_samples / 64)
-    if (ix->shuffle_[i] >= h.num_samples) return Corrupt("{}: bad shuffle index", path);
-  if (mode != PackMode::kConcat && ix->bin_start_[h.num_samples] != h.num_segs)
-    return Corrupt("{}: bin index does not cover its pieces", path);
+  if (mode == PackMode::kConcat) {
+    for (uint64_t i = 0; i <= h.num_samples; i += 1 + h.num_samples / 64)
+      if (ix->sample_index_[i].pos > h.num_docs) return Corrupt("{}: bad sample index", path);
+    if (ix->sample_index_[h.num_samples].pos > h.num_docs)
+      return Corrupt("{}: bad sample index", path);
+  } else {
+    if (ix->bin_start_[h.num_samples] != h.num_segs)
+      return Corrupt("{}: bin index does not cover its pieces", path);
+    for (uint64_t i = 0; i < h.num_segs; i += 1 + h.num_segs / 64)
+      if (ix->segs_[i].pos >= h.num_docs) return Corrupt("{}: bad piece", path);
+  }
+  ix->SetPermutations(o, epoch, salt);
   ix->info_.bytes = m->size() - sizeof(h);
   ix->mapped_ = std::move(m);
   return ix;
@@ -332,7 +492,7 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
   std::string path;
   if (o.cache_dir != "none") {
     // The key: the files (path, size, mtime), the options and the epoch.
-    std::string desc = fmt::format("stoker-token-index-v1|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+    std::string desc = fmt::format("stoker-token-index-v2|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
                                    store.format(), store.num_documents(), store.num_tokens(),
                                    o.seq_len, PackModeName(o.mode), o.seed, o.shuffle,
                                    o.drop_last_partial, o.split_begin, o.split_end, o.skip_empty);
@@ -349,7 +509,7 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
     path = JoinPath(dir, fmt::format("{}-{}-s{}-e{}.tokidx", fmt::format("{:016x}", XXH64(desc.data(), desc.size())),
                                      PackModeName(o.mode), o.seq_len, epoch));
     if (env->FileExists(path)) {
-      auto loaded = Load(env, path, store, o.mode, o.seq_len);
+      auto loaded = Load(env, path, store, docs, o, epoch, salt);
       if (loaded.ok()) {
         (*loaded)->info_.from_cache = true;
         (*loaded)->info_.cache_path = path;
@@ -360,22 +520,23 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
   }
   auto t0 = std::chrono::steady_clock::now();
   STOKER_ASSIGN_OR_RETURN(auto ix, Build(docs, store, o, epoch, salt));
-  ix->info_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!path.empty()) {
     // Caching is best effort: a read-only data folder still trains (in memory).
     if (ix->Save(env, path).ok()) ix->info_.cache_path = path;
   }
+  // The build time includes writing the cache file (as Megatron's does its .npy files).
+  ix->info_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::shared_ptr<const EpochIndex>(std::move(ix));
 }
 
 uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
   out->clear();
-  const uint64_t k = shuffle_[p];
+  const uint64_t k = sample_perm_(p);
   if (mode_ == PackMode::kConcat) {
     uint64_t left = static_cast<uint64_t>(seq_len_) + 1;
     uint64_t pos = sample_index_[k].pos, off = sample_index_[k].off;
     while (left > 0 && pos < num_docs_) {
-      uint64_t doc = doc_order_[pos];
+      uint64_t doc = DocAt(pos);
       uint64_t room = store_->DocumentLength(doc) - off;
       uint64_t take = std::min(room, left);
       out->push_back({doc, off, take});
@@ -385,7 +546,7 @@ uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
     }
   } else {
     for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
-      out->push_back({doc_order_[segs_[i].pos], segs_[i].off, segs_[i].len});
+      out->push_back({DocAt(segs_[i].pos), segs_[i].off, segs_[i].len});
   }
   return k;
 }

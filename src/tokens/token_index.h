@@ -14,12 +14,16 @@
 // the fullest bin that still has room; first-fit keeps the shuffled order and takes the
 // first bin with room.
 //
-// Then the samples (or bins) are shuffled. The arrays are the ones Megatron builds —
-// document index, sample index, shuffle index — and are cached in a file beside the data,
-// memory-mapped when reused.
+// Then the samples (or bins) are shuffled. Both shuffles are lazy: a keyed bijection
+// (KeyedPermutation: a Feistel network with cycle walking) maps a position to a document or
+// sample on demand, so neither permutation is stored. Only the sample index (concat: where
+// each sample starts; packing: the bins' pieces) is built — one streaming pass over the
+// documents in shuffled order — and cached in a file beside the data, memory-mapped when
+// reused.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +53,57 @@ struct TokenIndexOptions {
   std::string cache_dir;
 };
 
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// A keyed pseudorandom bijection of [0, n), n < 2^32, evaluated per index: a 4-round
+// unbalanced Feistel network over [0, 2^bits) (the smallest power of two >= n, so fewer than
+// 2 evaluations per index on average), cycle-walked back into [0, n). A pure function of
+// (n, key); nothing is stored. `identity` makes it the identity (shuffle off).
+class KeyedPermutation {
+ public:
+  KeyedPermutation() = default;
+  KeyedPermutation(uint64_t n, uint64_t key, bool identity = false);
+  uint64_t size() const { return n_; }
+  uint64_t operator()(uint64_t i) const {
+    if (identity_) return i;
+    uint32_t x = static_cast<uint32_t>(i);
+    do x = Round4(x); while (x >= n_);
+    return x;
+  }
+  // out[i] = (*this)(first + i) for i < m: the rounds of a block run on all its indices
+  // at once (AVX2 where the CPU has it), the few that walk finish one by one.
+  void Block(uint64_t first, uint64_t m, uint32_t* out) const;
+
+ private:
+  static uint32_t F(uint32_t v, uint32_t k) {
+    uint32_t h = (v ^ k) * 0x9E3779B1u;
+    h ^= h >> 15;
+    h *= 0x85EBCA77u;
+    h ^= h >> 13;
+    return h;
+  }
+  // x = a·2^wb + b, a of wa bits, b of wb bits (wa >= wb); each round moves b up and
+  // replaces it by a ^ F(b); after an even number of rounds the widths are back in place.
+  uint32_t Round4(uint32_t x) const {
+    uint32_t a = x >> wb_, b = x & mb_;
+    uint32_t t = a ^ (F(b, k_[0]) & ma_);
+    a = b, b = t;  // a: wb bits, b: wa bits
+    t = a ^ (F(b, k_[1]) & mb_);
+    a = b, b = t;  // a: wa bits, b: wb bits
+    t = a ^ (F(b, k_[2]) & ma_);
+    a = b, b = t;
+    t = a ^ (F(b, k_[3]) & mb_);
+    a = b, b = t;
+    return (a << wb_) | b;
+  }
+  uint64_t n_ = 0;
+  bool identity_ = true;
+  uint32_t wb_ = 0, ma_ = 0, mb_ = 0;
+  uint32_t k_[4] = {0, 0, 0, 0};
+};
+
 // A piece of a sample: `len` tokens of document `doc` starting at token `offset`.
 struct Piece {
   uint64_t doc = 0;
@@ -56,9 +111,13 @@ struct Piece {
   uint64_t len = 0;
 };
 
-// The documents of a corpus's split, checked for emptiness once.
+// The documents of a corpus's split, checked for emptiness once: documents
+// [first, first + count) when none was skipped (nothing stored), else the ids kept.
 struct CorpusDocs {
-  std::vector<uint32_t> docs;  // document ids, ascending
+  uint64_t first = 0, count = 0;
+  std::shared_ptr<const std::vector<uint32_t>> ids;  // ascending; null: the range above
+  uint64_t size() const { return count; }
+  uint64_t at(uint64_t i) const { return ids ? (*ids)[i] : first + i; }
   uint64_t tokens = 0;
   uint64_t skipped_empty = 0;
   uint64_t max_doc_len = 0;
@@ -87,6 +146,11 @@ class EpochIndex {
   uint64_t pad_tokens() const { return pad_tokens_; }  // packing: padding of all bins
   const IndexBuildInfo& info() const { return info_; }
 
+  // The document at position `pos` of this epoch's (shuffled) document order.
+  uint64_t DocAt(uint64_t pos) const { return docs_.at(doc_perm_(pos)); }
+  // The unshuffled sample at shuffled position p.
+  uint64_t SampleAt(uint64_t p) const { return sample_perm_(p); }
+
   // Sample p (0 <= p < num_samples, after the sample shuffle). Concatenation: the pieces of
   // the S + 1 token window (the last may be cut short at the end of the epoch). Packing: the
   // pieces of the bin, S tokens at most. Returns the unshuffled sample position.
@@ -105,23 +169,29 @@ class EpochIndex {
                                                    uint64_t salt);
   Status Save(Env* env, const std::string& path) const;
   static Result<std::shared_ptr<EpochIndex>> Load(Env* env, const std::string& path,
-                                                  const TokenStore& store, PackMode mode,
-                                                  int64_t seq_len);
+                                                  const TokenStore& store,
+                                                  const CorpusDocs& docs,
+                                                  const TokenIndexOptions& o, uint64_t epoch,
+                                                  uint64_t salt);
+  // The permutations of (seed, epoch, salt) once the sample count is known.
+  void SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uint64_t salt);
 
   PackMode mode_ = PackMode::kConcat;
   int64_t seq_len_ = 0;
   uint64_t num_samples_ = 0, tokens_ = 0, pad_tokens_ = 0;
   const TokenStore* store_ = nullptr;
-  // Views of either the owned vectors or the mapped cache file.
-  const uint32_t* doc_order_ = nullptr;  // [num_docs]: document ids in epoch order
+  CorpusDocs docs_;
+  KeyedPermutation doc_perm_, sample_perm_;  // position -> document index, sample
   uint64_t num_docs_ = 0;
+  // Views of either the owned vectors or the mapped cache file. Positions (`pos`) are
+  // positions in the shuffled document order (DocAt).
   const SampleStart* sample_index_ = nullptr;  // concat: [N + 1]
   const uint32_t* bin_start_ = nullptr;        // packing: [N + 1] into segs_
   const Seg* segs_ = nullptr;
   uint64_t num_segs_ = 0;
-  const uint32_t* shuffle_ = nullptr;          // [N]
-  std::vector<uint32_t> own_docs_, own_bins_, own_shuffle_;
-  std::vector<SampleStart> own_samples_;
+  std::vector<uint32_t> own_bins_;
+  std::unique_ptr<SampleStart[], FreeDeleter> own_samples_;
+  uint64_t own_samples_n_ = 0;
   std::vector<Seg> own_segs_;
   std::unique_ptr<MappedFile> mapped_;
   IndexBuildInfo info_;

@@ -127,7 +127,7 @@ Status TokenPipeline::Init() {
     STOKER_ASSIGN_OR_RETURN(c.docs, SelectDocuments(*c.store, o_.index));
     stats_.skipped_empty += c.docs.skipped_empty;
     desc += fmt::format("|{}:{}:{}:{}:{}", o_.data[d], c.store->num_documents(),
-                        c.store->num_tokens(), w[d], c.docs.docs.size());
+                        c.store->num_tokens(), w[d], c.docs.size());
     corpora_.push_back(std::move(c));
   }
   config_hash_ = XXH64(desc.data(), desc.size());
@@ -195,18 +195,37 @@ Result<TokenPipeline::Plan> TokenPipeline::PlanStep() {
 
 namespace {
 
+// (Re)allocates `buf` to exactly `bytes` (batches are recycled: the same size keeps the
+// buffer, so a pinned allocator pins once per buffer).
+Status Ensure(HostAllocator* a, HostBuffer* buf, size_t bytes, const char* what) {
+  if (buf->size() == bytes && (bytes == 0 || buf->data() != nullptr)) return Status::OK();
+  buf->reset();
+  if (bytes == 0) return Status::OK();
+  *buf = HostBuffer(a, bytes);
+  if (!*buf)
+    return Internal("token batch: could not allocate {} bytes for {} ({})", bytes, what, a->name());
+  return Status::OK();
+}
+
 template <typename T>
 Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>& stores,
             const std::vector<std::pair<size_t, std::vector<Piece>>>& rows, PackMode mode,
             TokenBatch* b) {
   const int64_t S = o.index.seq_len;
   const size_t B = rows.size();
-  b->input_ids.resize(B * S * sizeof(T));
-  b->labels.resize(B * S * sizeof(T));
-  b->position_ids.resize(B * S * sizeof(T));
-  T* in = reinterpret_cast<T*>(b->input_ids.data());
-  T* lab = reinterpret_cast<T*>(b->labels.data());
-  T* pos = reinterpret_cast<T*>(b->position_ids.data());
+  HostAllocator* alloc = o.allocator ? o.allocator : HostAllocator::Default();
+  const bool win = mode == PackMode::kConcat && o.window;
+  const bool with_pos = o.position_ids == TokenPipelineOptions::PositionIds::kOn ||
+                        (o.position_ids == TokenPipelineOptions::PositionIds::kAuto &&
+                         mode != PackMode::kConcat);
+  b->windowed = win;
+  b->has_position_ids = with_pos;
+  const size_t sz = sizeof(T);
+  STOKER_RETURN_IF_ERROR(Ensure(alloc, &b->window, win ? B * (S + 1) * sz : 0, "window"));
+  STOKER_RETURN_IF_ERROR(Ensure(alloc, &b->input_ids, win ? 0 : B * S * sz, "input_ids"));
+  STOKER_RETURN_IF_ERROR(Ensure(alloc, &b->labels, win ? 0 : B * S * sz, "labels"));
+  STOKER_RETURN_IF_ERROR(Ensure(alloc, &b->position_ids, with_pos ? B * S * sz : 0, "position_ids"));
+  T* pos = static_cast<T*>(b->position_ids.data());
   b->cu_seqlens.assign(1, 0);
   b->pieces.clear();
   b->max_seqlen = 0;
@@ -229,15 +248,54 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
     const size_t d = rows[r].first;
     const TokenStore& st = *stores[d];
     const auto& pieces = rows[r].second;
-    T* rin = in + r * S;
-    T* rlab = lab + r * S;
-    T* rpos = pos + r * S;
+    T* rpos = with_pos ? pos + r * S : nullptr;
     int64_t filled = 0;
     auto segment = [&](int64_t len) {
       b->cu_seqlens.push_back(b->cu_seqlens.back() + static_cast<int32_t>(len));
       b->max_seqlen = std::max<int32_t>(b->max_seqlen, static_cast<int32_t>(len));
     };
-    if (mode == PackMode::kConcat) {
+    auto positions = [&](int64_t at, int64_t n, int64_t first) {
+      if (rpos == nullptr) return;
+      for (int64_t i = 0; i < n; ++i)
+        rpos[at + i] = static_cast<T>(o.reset_position_ids ? first + i : at + i);
+    };
+    if (mode == PackMode::kConcat && win) {
+      // The window's S + 1 tokens are copied once; input_ids and labels are views of it.
+      T* rw = static_cast<T*>(b->window.data()) + r * (S + 1);
+      for (const Piece& pc : pieces) {
+        TokenSpan sp = st.Document(pc.doc);
+        int64_t n = std::min<int64_t>(static_cast<int64_t>(pc.len), S + 1 - filled);
+        if (n <= 0) break;
+        STOKER_RETURN_IF_ERROR(check(st, pc, sp, static_cast<uint64_t>(n)));
+        sp.CopyTo(pc.offset, static_cast<uint64_t>(n), rw + filled);
+        int64_t n_in = std::min<int64_t>(n, S - filled);
+        if (n_in > 0) {
+          positions(filled, n_in, 0);
+          b->pieces.insert(b->pieces.end(), {static_cast<int64_t>(r), static_cast<int64_t>(d),
+                                             static_cast<int64_t>(pc.doc),
+                                             static_cast<int64_t>(pc.offset), n_in});
+          segment(n_in);
+        }
+        filled += n;
+      }
+      int64_t real_in = std::min<int64_t>(filled, S);
+      b->tokens += static_cast<uint64_t>(real_in);
+      // A short window (the padded last sample without drop_last_partial): inputs past the
+      // real tokens are pad_id; the labels there (the same memory, one later) are pad_id
+      // too — only `ignore_index` is impossible in this layout. The last real input's
+      // label is the first pad.
+      if (filled < S + 1) {
+        for (int64_t i = filled; i < S + 1; ++i) rw[i] = static_cast<T>(o.pad_id);
+        if (real_in < S) {
+          for (int64_t i = real_in; i < S; ++i)
+            if (rpos) rpos[i] = static_cast<T>(o.reset_position_ids ? i - real_in : i);
+          segment(S - real_in);
+          b->pad_tokens += static_cast<uint64_t>(S - real_in);
+        }
+      }
+    } else if (mode == PackMode::kConcat) {
+      T* rin = static_cast<T*>(b->input_ids.data()) + r * S;
+      T* rlab = static_cast<T*>(b->labels.data()) + r * S;
       T extra = 0;
       bool have_extra = false;
       // The window holds S + 1 tokens (fewer at the end of an epoch without drop_last).
@@ -248,8 +306,7 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
         int64_t n_in = std::min<int64_t>(static_cast<int64_t>(pc.len), S - filled);
         if (n_in > 0) {
           sp.CopyTo(pc.offset, static_cast<uint64_t>(n_in), rin + filled);
-          for (int64_t i = 0; i < n_in; ++i)
-            rpos[filled + i] = static_cast<T>(o.reset_position_ids ? i : filled + i);
+          positions(filled, n_in, 0);
           b->pieces.insert(b->pieces.end(), {static_cast<int64_t>(r), static_cast<int64_t>(d),
                                              static_cast<int64_t>(pc.doc),
                                              static_cast<int64_t>(pc.offset), n_in});
@@ -272,12 +329,14 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
       if (real_in < S) {
         for (int64_t i = real_in; i < S; ++i) {
           rin[i] = static_cast<T>(o.pad_id);
-          rpos[i] = static_cast<T>(o.reset_position_ids ? i - real_in : i);
+          if (rpos) rpos[i] = static_cast<T>(o.reset_position_ids ? i - real_in : i);
         }
         segment(S - real_in);
         b->pad_tokens += static_cast<uint64_t>(S - real_in);
       }
     } else {
+      T* rin = static_cast<T*>(b->input_ids.data()) + r * S;
+      T* rlab = static_cast<T*>(b->labels.data()) + r * S;
       for (const Piece& pc : pieces) {
         TokenSpan sp = st.Document(pc.doc);
         const int64_t n = static_cast<int64_t>(pc.len);
@@ -288,8 +347,7 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
         int64_t n_lab = std::min<int64_t>(n, static_cast<int64_t>(avail));
         if (n_lab > 0) sp.CopyTo(pc.offset + 1, static_cast<uint64_t>(n_lab), rlab + filled);
         for (int64_t i = n_lab; i < n; ++i) rlab[filled + i] = ignore;
-        for (int64_t i = 0; i < n; ++i)
-          rpos[filled + i] = static_cast<T>(o.reset_position_ids ? i : filled + i);
+        positions(filled, n, 0);
         b->pieces.insert(b->pieces.end(), {static_cast<int64_t>(r), static_cast<int64_t>(d),
                                            static_cast<int64_t>(pc.doc),
                                            static_cast<int64_t>(pc.offset), n});
@@ -301,7 +359,7 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
         for (int64_t i = filled; i < S; ++i) {
           rin[i] = static_cast<T>(o.pad_id);
           rlab[i] = ignore;
-          rpos[i] = static_cast<T>(o.reset_position_ids ? i - filled : i);
+          if (rpos) rpos[i] = static_cast<T>(o.reset_position_ids ? i - filled : i);
         }
         segment(S - filled);
         b->pad_tokens += static_cast<uint64_t>(S - filled);

@@ -41,12 +41,20 @@ TokenPipelineOptions Opts(std::vector<std::string> data, int64_t S, PackMode m) 
   o.index.seed = 42;
   o.index.cache_dir = "none";
   o.batch_size = 4;
+  // The separate [B, S] input_ids / labels / position_ids layout; the window layout (the
+  // default for concatenation) has its own tests below.
+  o.window = false;
+  o.position_ids = TokenPipelineOptions::PositionIds::kOn;
   return o;
 }
 
 template <typename T>
-const T* As(const std::vector<uint8_t>& v) {
-  return reinterpret_cast<const T*>(v.data());
+const T* As(const HostBuffer& v) {
+  return static_cast<const T*>(v.data());
+}
+std::vector<uint8_t> Bytes(const HostBuffer& v) {
+  const auto* p = static_cast<const uint8_t*>(v.data());
+  return std::vector<uint8_t>(p, p + v.size());
 }
 
 // Checks every row of a batch against the corpus: input ids are the pieces' tokens, position
@@ -93,7 +101,13 @@ void CheckBatch(const TokenBatch& b, PackMode mode, int64_t ignore) {
 
 using Cover = std::map<uint64_t, std::vector<int>>;  // doc -> count per token
 
-void AddCover(const TokenBatch& b, Cover* c, const std::vector<uint64_t>& lens) {
+// Only the batch's metadata (the token buffers are move-only and not needed here).
+struct Meta {
+  std::vector<int64_t> pieces, sample_ids, epochs;
+};
+Meta MetaOf(const TokenBatch& b) { return {b.pieces, b.sample_ids, b.epochs}; }
+
+void AddCover(const Meta& b, Cover* c, const std::vector<uint64_t>& lens) {
   for (size_t k = 0; k < b.pieces.size(); k += 5) {
     uint64_t doc = static_cast<uint64_t>(b.pieces[k + 2]);
     auto& v = (*c)[doc];
@@ -123,7 +137,7 @@ TEST(TokenPipeline, ConcatEveryTokenOncePerEpoch) {
       ASSERT_EQ((*b)->epochs[r], 0);
     }
     // Only the rows of epoch 0 count.
-    TokenBatch only = **b;
+    Meta only = MetaOf(**b);
     std::vector<int64_t> keep;
     for (size_t k = 0; k < only.pieces.size(); k += 5)
       if (only.epochs[only.pieces[k]] == 0)
@@ -185,7 +199,7 @@ TEST_P(PackTest, NoSampleCrossesADocumentAndAllTokensOnce) {
         ASSERT_EQ(lab[row * 100 + at + len - 1], -100) << "label past the document's end";
       }
     }
-    TokenBatch only = **b;
+    Meta only = MetaOf(**b);
     std::vector<int64_t> keep;
     for (size_t k = 0; k < only.pieces.size(); k += 5)
       if (static_cast<uint64_t>(only.sample_ids[only.pieces[k]]) < N)
@@ -336,7 +350,7 @@ TEST(TokenPipeline, ResumeChecksSeedAndConfig) {
   auto b1 = (*fresh)->Next();
   auto b2 = (*p)->Next();
   ASSERT_TRUE(b1.ok() && b2.ok());
-  EXPECT_EQ((*b1)->input_ids, (*b2)->input_ids);
+  EXPECT_EQ(Bytes((*b1)->input_ids), Bytes((*b2)->input_ids));
   EXPECT_EQ((*b1)->sample_ids, (*b2)->sample_ids);
 }
 
@@ -361,6 +375,103 @@ TEST(TokenPipeline, OutputDoesNotDependOnThreadsOrPrefetch) {
   }
 }
 
+// The window layout (concatenation's default): one [B, S + 1] buffer, input_ids and labels
+// are views of it (labels start one token later), no position_ids unless asked; the tokens
+// are those of the separate layout, label for label.
+TEST(TokenPipeline, WindowLayoutInputsAndLabelsAreViewsOfOneWindow) {
+  std::string dir = testing::FreshDir("tp-window");
+  std::vector<uint64_t> lens;
+  std::string c = MakeCorpus(dir, "c", 90, 200, 21, &lens);
+  const int64_t S = 64;
+  for (bool drop : {true, false}) {
+    auto sep = Opts({c}, S, PackMode::kConcat);
+    sep.index.drop_last_partial = drop;
+    auto win = sep;
+    win.window = true;
+    win.position_ids = TokenPipelineOptions::PositionIds::kAuto;
+    auto a = TokenPipeline::Create(sep);
+    auto w = TokenPipeline::Create(win);
+    ASSERT_TRUE(a.ok() && w.ok());
+    const uint64_t steps = (*w)->samples_per_epoch() / 4 + 2;  // past the epoch end
+    for (uint64_t i = 0; i < steps; ++i) {
+      auto x = (*a)->Next();
+      auto y = (*w)->Next();
+      ASSERT_TRUE(x.ok() && y.ok());
+      const TokenBatch& bs = **x;
+      const TokenBatch& bw = **y;
+      ASSERT_TRUE(bw.windowed);
+      ASSERT_FALSE(bw.has_position_ids);
+      EXPECT_EQ(bw.position_ids.size(), 0u);
+      EXPECT_EQ(bw.input_ids.size(), 0u);
+      EXPECT_EQ(bw.labels.size(), 0u);
+      ASSERT_EQ(bw.window.size(), 4u * (S + 1) * sizeof(int32_t));
+      EXPECT_EQ(bw.token_bytes(), 4u * (S + 1) * sizeof(int32_t));  // not 3 * B * S * 4
+      // Views: labels are the window one element later, rows S + 1 apart.
+      ASSERT_EQ(bw.input_data(), static_cast<const uint8_t*>(bw.window.data()));
+      ASSERT_EQ(bw.label_data(), bw.input_data() + sizeof(int32_t));
+      ASSERT_EQ(bw.row_stride(), S + 1);
+      ASSERT_EQ(bw.pieces, bs.pieces);
+      ASSERT_EQ(bw.cu_seqlens, bs.cu_seqlens);
+      ASSERT_EQ(bw.tokens, bs.tokens);
+      ASSERT_EQ(bw.pad_tokens, bs.pad_tokens);
+      const int32_t* win_in = reinterpret_cast<const int32_t*>(bw.input_data());
+      const int32_t* win_lab = reinterpret_cast<const int32_t*>(bw.label_data());
+      const int32_t* in = As<int32_t>(bs.input_ids);
+      const int32_t* lab = As<int32_t>(bs.labels);
+      for (int r = 0; r < 4; ++r) {
+        for (int64_t t = 0; t < S; ++t) {
+          ASSERT_EQ(win_in[r * (S + 1) + t], in[r * S + t]) << "row " << r << " pos " << t;
+          // The separate layout's ignore_index marks labels past the real tokens; the
+          // window holds pad_id there.
+          int32_t want = lab[r * S + t] == -100 ? 0 : lab[r * S + t];
+          ASSERT_EQ(win_lab[r * (S + 1) + t], want) << "row " << r << " pos " << t;
+        }
+        // Within the row, label i is input i + 1 (the same memory).
+        for (int64_t t = 0; t + 1 < S; ++t)
+          ASSERT_EQ(win_lab[r * (S + 1) + t], win_in[r * (S + 1) + t + 1]);
+      }
+      // The delivered tokens are the documents' own (pieces checked against the corpus).
+      for (size_t k = 0; k < bw.pieces.size(); k += 5) {
+        int64_t row = bw.pieces[k], doc = bw.pieces[k + 2], off = bw.pieces[k + 3];
+        int64_t len = bw.pieces[k + 4], at = 0;
+        for (size_t q = 0; q < k; q += 5)
+          if (bw.pieces[q] == row) at += bw.pieces[q + 4];
+        for (int64_t t = 0; t < len; ++t)
+          ASSERT_EQ(win_in[row * (S + 1) + at + t], TokenOf(doc, off + t));
+      }
+    }
+  }
+}
+
+TEST(TokenPipeline, WindowLayoutPositionIdsWhenAskedAndPackingKeepsSeparateArrays) {
+  std::string dir = testing::FreshDir("tp-window-pos");
+  std::string c = MakeCorpus(dir, "c", 60, 200, 22);
+  auto sep = Opts({c}, 32, PackMode::kConcat);
+  auto win = sep;
+  win.window = true;  // position_ids stay kOn
+  auto a = TokenPipeline::Create(sep);
+  auto w = TokenPipeline::Create(win);
+  ASSERT_TRUE(a.ok() && w.ok());
+  for (int i = 0; i < 5; ++i) {
+    auto x = (*a)->Next();
+    auto y = (*w)->Next();
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_TRUE((*y)->windowed && (*y)->has_position_ids);
+    ASSERT_EQ(Bytes((*y)->position_ids), Bytes((*x)->position_ids));
+  }
+  // Packing: labels are ignore_index at a document's end, so not views; position ids on.
+  auto pk = Opts({c}, 32, PackMode::kBestFit);
+  pk.window = true;
+  pk.position_ids = TokenPipelineOptions::PositionIds::kAuto;
+  auto p = TokenPipeline::Create(pk);
+  ASSERT_TRUE(p.ok());
+  auto b = (*p)->Next();
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE((*b)->windowed);
+  EXPECT_TRUE((*b)->has_position_ids);
+  CheckBatch(**b, PackMode::kBestFit, -100);
+}
+
 TEST(TokenPipeline, IndexIsCachedBesideTheDataAndReused) {
   std::string dir = testing::FreshDir("tp-cache");
   std::string c = MakeCorpus(dir, "c", 80, 300, 12);
@@ -378,7 +489,7 @@ TEST(TokenPipeline, IndexIsCachedBesideTheDataAndReused) {
     auto x = (*a)->Next();
     auto y = (*b)->Next();
     ASSERT_TRUE(x.ok() && y.ok());
-    ASSERT_EQ((*x)->input_ids, (*y)->input_ids);
+    ASSERT_EQ(Bytes((*x)->input_ids), Bytes((*y)->input_ids));
   }
   // A damaged cache file is rebuilt, not trusted.
   for (auto& e : std::filesystem::directory_iterator(dir + "/.stoker-index"))
@@ -434,6 +545,186 @@ TEST(TokenPipeline, HeldOutSplitByDocument) {
   }
   EXPECT_LT(*tdocs.rbegin(), 90);
   EXPECT_GE(*vdocs.begin(), 90);
+}
+
+// ---------------------------------------------------------------- lazy shuffles
+
+TEST(TokenIndex, KeyedPermutationIsABijectionForEverySmallN) {
+  for (uint64_t key : {uint64_t{0}, uint64_t{1}, uint64_t{42}, uint64_t{0x8000000000000005}}) {
+    for (uint64_t n = 1; n <= 300; ++n) {
+      KeyedPermutation p(n, key);
+      std::vector<int> seen(n, 0);
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t v = p(i);
+        ASSERT_LT(v, n) << "n " << n << " key " << key;
+        ++seen[v];
+      }
+      for (uint64_t v = 0; v < n; ++v) ASSERT_EQ(seen[v], 1) << "n " << n << " value " << v;
+      // The block form (AVX2 where available) is the same function, from any start.
+      for (uint64_t first : {uint64_t{0}, n / 3}) {
+        std::vector<uint32_t> blk(n - first);
+        p.Block(first, n - first, blk.data());
+        for (uint64_t i = first; i < n; ++i) ASSERT_EQ(blk[i - first], p(i)) << "n " << n;
+      }
+    }
+  }
+  KeyedPermutation id(10, 7, /*identity=*/true);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(id(i), i);
+}
+
+TEST(TokenIndex, KeyedPermutationShufflesAndDependsOnTheKey) {
+  // A large n, not a power of two (so cycle walking is exercised), checked exhaustively.
+  const uint64_t n = (1u << 20) + 3;
+  KeyedPermutation p(n, 99);
+  std::vector<uint32_t> all(n);
+  p.Block(0, n, all.data());
+  std::vector<uint8_t> hit(n, 0);
+  uint64_t fixed = 0, ascending = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_LT(all[i], n);
+    ASSERT_EQ(hit[all[i]], 0) << "value " << all[i] << " twice";
+    hit[all[i]] = 1;
+    fixed += all[i] == i;
+    if (i > 0) ascending += all[i] > all[i - 1];
+  }
+  EXPECT_LT(fixed, 30u);  // a random permutation has 1 on average
+  // About half of the neighbours ascend in a shuffled order (not an identity or a shift).
+  EXPECT_GT(ascending, n * 45 / 100);
+  EXPECT_LT(ascending, n * 55 / 100);
+  // Another key, another order; the same key, the same order.
+  KeyedPermutation q(n, 100), p2(n, 99);
+  uint64_t same = 0;
+  for (uint64_t i = 0; i < 10000; ++i) {
+    same += q(i) == p(i);
+    ASSERT_EQ(p2(i), p(i));
+  }
+  EXPECT_LT(same, 10u);
+  // Where index 0 goes is spread over [0, n) across keys (no bias to the start).
+  uint64_t low = 0;
+  for (uint64_t k = 0; k < 2000; ++k) low += KeyedPermutation(n, k)(0) < n / 2;
+  EXPECT_GT(low, 900u);
+  EXPECT_LT(low, 1100u);
+}
+
+// The lazy index against a direct reference: the document order DocAt is a permutation of
+// the split's non-empty documents, the sample order a permutation of the samples, and
+// sample k is tokens [kS, kS + S] of the documents concatenated in that order.
+TEST(TokenIndex, LazyConcatIndexMatchesTheConcatenatedStream) {
+  std::string dir = testing::FreshDir("ti-lazy");
+  std::string spec = MakeCorpus(dir, "c", 157, 90, 21);
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  for (bool drop : {true, false}) {
+    for (int64_t S : {1, 7, 64, 200}) {
+      TokenIndexOptions o;
+      o.seq_len = S;
+      o.seed = 5;
+      o.drop_last_partial = drop;
+      o.cache_dir = "none";
+      o.split_begin = 0.1;  // documents [16, 157)
+      auto docs = SelectDocuments(**store, o);
+      ASSERT_TRUE(docs.ok());
+      for (uint64_t epoch : {0, 1}) {
+        auto ix = EpochIndex::Get(**store, *docs, o, epoch, /*salt=*/3);
+        ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+        // The stream: (doc, offset) of every token in epoch order.
+        std::vector<std::pair<uint64_t, uint64_t>> stream;
+        std::set<uint64_t> order;
+        for (uint64_t pos = 0; pos < docs->size(); ++pos) {
+          uint64_t d = (*ix)->DocAt(pos);
+          order.insert(d);
+          for (uint64_t t = 0; t < (*store)->DocumentLength(d); ++t) stream.push_back({d, t});
+        }
+        ASSERT_EQ(order.size(), docs->size());
+        EXPECT_EQ(*order.begin(), 16u);
+        const uint64_t T = stream.size(), N = (*ix)->num_samples();
+        EXPECT_EQ(N, drop ? (T - 1) / S : (T + S - 1) / S);
+        std::set<uint64_t> ks;
+        std::vector<Piece> pcs;
+        for (uint64_t p = 0; p < N; ++p) {
+          uint64_t k = (*ix)->Sample(p, &pcs);
+          ks.insert(k);
+          std::vector<std::pair<uint64_t, uint64_t>> got;
+          for (const Piece& pc : pcs)
+            for (uint64_t t = 0; t < pc.len; ++t) got.push_back({pc.doc, pc.offset + t});
+          const uint64_t b = k * S, e = std::min<uint64_t>(T, b + S + 1);
+          using Run = std::vector<std::pair<uint64_t, uint64_t>>;
+          const Run want(stream.begin() + static_cast<int64_t>(b),
+                         stream.begin() + static_cast<int64_t>(e));
+          ASSERT_EQ(got, want) << "S " << S << " sample " << k;
+        }
+        EXPECT_EQ(ks.size(), N);
+      }
+    }
+  }
+}
+
+TEST(TokenIndex, EpochsAndSeedsShuffleDifferentlyAndTheCacheServesTheSameIndex) {
+  std::string dir = testing::FreshDir("ti-cache");
+  std::string spec = MakeCorpus(dir, "c", 300, 60, 22);
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  TokenIndexOptions o;
+  o.seq_len = 16;
+  o.seed = 9;
+  o.cache_dir = dir + "/cache";
+  auto docs = SelectDocuments(**store, o);
+  ASSERT_TRUE(docs.ok());
+  auto order = [&](const EpochIndex& ix) {
+    std::vector<uint64_t> v;
+    for (uint64_t pos = 0; pos < docs->size(); ++pos) v.push_back(ix.DocAt(pos));
+    return v;
+  };
+  auto samples = [&](const EpochIndex& ix) {
+    std::vector<uint64_t> v;
+    std::vector<Piece> pcs;
+    for (uint64_t p = 0; p < ix.num_samples(); ++p) {
+      v.push_back(ix.Sample(p, &pcs));
+      for (const Piece& pc : pcs) v.insert(v.end(), {pc.doc, pc.offset, pc.len});
+    }
+    return v;
+  };
+  auto e0 = EpochIndex::Get(**store, *docs, o, 0, 0);
+  auto e1 = EpochIndex::Get(**store, *docs, o, 1, 0);
+  ASSERT_TRUE(e0.ok() && e1.ok());
+  EXPECT_FALSE((*e0)->info().from_cache);
+  EXPECT_NE(order(**e0), order(**e1));
+  // Reloaded from the cache file: the same documents and samples.
+  auto again = EpochIndex::Get(**store, *docs, o, 0, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->info().from_cache);
+  EXPECT_EQ(order(**again), order(**e0));
+  EXPECT_EQ(samples(**again), samples(**e0));
+  auto o2 = o;
+  o2.seed = 10;
+  auto s2 = EpochIndex::Get(**store, *docs, o2, 0, 0);
+  ASSERT_TRUE(s2.ok());
+  EXPECT_FALSE((*s2)->info().from_cache);
+  EXPECT_NE(order(**s2), order(**e0));
+  // Unshuffled: documents and samples in corpus order.
+  auto o3 = o;
+  o3.shuffle = false;
+  auto u = EpochIndex::Get(**store, *docs, o3, 0, 0);
+  ASSERT_TRUE(u.ok());
+  std::vector<uint64_t> ident(docs->size());
+  for (uint64_t i = 0; i < ident.size(); ++i) ident[i] = i;
+  EXPECT_EQ(order(**u), ident);
+  std::vector<Piece> pcs;
+  for (uint64_t p = 0; p < 20; ++p) EXPECT_EQ((*u)->Sample(p, &pcs), p);
+}
+
+TEST(TokenPipeline, ConcatStreamIsTheSameOnEveryWorldSize) {
+  std::string dir = testing::FreshDir("tp-world");
+  std::string c = MakeCorpus(dir, "c", 120, 100, 23);
+  auto o = Opts({c}, 16, PackMode::kConcat);
+  o.batch_size = 2;
+  std::map<int64_t, std::vector<int64_t>> w1, w3, w4;
+  RunWorld(o, 1, 24, nullptr, &w1);
+  RunWorld(o, 3, 8, nullptr, &w3);
+  RunWorld(o, 4, 6, nullptr, &w4);
+  ASSERT_EQ(w1.size(), 48u);
+  EXPECT_EQ(w1, w3);
+  EXPECT_EQ(w1, w4);
 }
 
 }  // namespace

@@ -229,6 +229,10 @@ class MegatronStore final : public TokenStore {
   uint64_t DocumentLength(uint64_t i) const override {
     return static_cast<uint64_t>(view_.length(i));
   }
+  void DocumentLengths(uint64_t first, uint64_t n, uint32_t* out) const override {
+    // int32 lengths, checked non-negative at open (they add up to the .bin's size).
+    if (n) std::memcpy(out, view_.lengths + 4 * first, 4 * n);
+  }
   std::string Location(uint64_t i) const override {
     return fmt::format("{}: document {}", files_[0], i);
   }

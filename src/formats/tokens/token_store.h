@@ -70,6 +70,14 @@ class TokenStore {
   // Document i (i < num_documents(), checked by the caller). Valid while the store lives.
   virtual TokenSpan Document(uint64_t i) const = 0;
   virtual uint64_t DocumentLength(uint64_t i) const { return Document(i).length; }
+  // The lengths of documents [first, first + n), saturated at 2^32 - 1 (a caller that needs
+  // exact lengths checks for that value). A store with a length array overrides it.
+  virtual void DocumentLengths(uint64_t first, uint64_t n, uint32_t* out) const {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t l = DocumentLength(first + i);
+      out[i] = l > 0xffffffffu ? 0xffffffffu : static_cast<uint32_t>(l);
+    }
+  }
   // "corpus_text_document.bin: document 17" (the file that holds it, and its number).
   virtual std::string Location(uint64_t i) const = 0;
   virtual std::string format() const = 0;
