@@ -153,7 +153,9 @@ def index_megatron(prefix, S, cache):
     import numpy as np
 
     GPTDataset, GPTDatasetConfig, IndexedDataset, Split, Tok = megatron()
+    o0 = time.perf_counter()
     ind = IndexedDataset(prefix)
+    open_s = time.perf_counter() - o0
     n_tokens = int(ind.sequence_lengths.sum(dtype=np.int64))
     base = maxrss()
     cfg = GPTDatasetConfig(random_seed=1, sequence_length=S, split="1,0,0", tokenizer=Tok(),
@@ -163,15 +165,17 @@ def index_megatron(prefix, S, cache):
     ds = GPTDataset(ind, prefix, np.arange(len(ind), dtype=np.int32), (n_tokens - 1) // S,
                     Split.train, cfg)
     dt = time.perf_counter() - t0
-    return {"seconds": dt, "samples": len(ds), "peak_rss_delta": maxrss() - base,
+    # open_s: IndexedDataset's open plus the build (stoker's open_s: store open, document
+    # checks, build and cache write).
+    return {"seconds": dt, "open_s": open_s + dt, "samples": len(ds), "peak_rss_delta": maxrss() - base,
             "peak_rss": maxrss()}
 
 
-def run_index(prefix, S, tmp):
+def run_index(prefix, S, tmp, repeats=2):
     import shutil
 
     res = {}
-    for rep in range(2):
+    for rep in range(repeats):
         for name in (["stoker", "megatron"] if rep % 2 == 0 else ["megatron", "stoker"]):
             cache = os.path.join(tmp, f"cache-{name}-{rep}")
             shutil.rmtree(cache, ignore_errors=True)
@@ -297,6 +301,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--skip-index", action="store_true")
+    ap.add_argument("--index-repeats", type=int, default=2)
     ap.add_argument("--skip-tokenize", action="store_true")
     ap.add_argument("--tokenize-repeats", type=int, default=2)
     ap.add_argument("--skip-delivery", action="store_true")
@@ -327,7 +332,7 @@ def main():
         iprefix = os.path.join(a.tmp, "owt2b_text_document")
         if not os.path.exists(iprefix + ".idx"):
             make_corpus.write(iprefix, a.index_tokens, sparse=True)
-        results["index"] = run_index(iprefix, 2048, a.tmp)
+        results["index"] = run_index(iprefix, 2048, a.tmp, a.index_repeats)
     if not a.skip_tokenize:
         results["tokenize"] = run_tokenize(a.tmp, a.tokenize_repeats)
     results["load_after"] = os.getloadavg()

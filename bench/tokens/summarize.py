@@ -33,14 +33,21 @@ def main(path):
     ix = r.get("index")
     if ix:
         print("### Index build (one epoch, seq_len 2048)\n")
-        print("| builder | build s (runs) | peak RSS growth MB (runs) | samples |")
-        print("| --- | ---: | ---: | ---: |")
+        print("| builder | build s, median (range) | whole open s, median (range) | peak RSS growth MB (runs) | samples |")
+        print("| --- | ---: | ---: | ---: | ---: |")
         for name, xs in ix.items():
-            secs = ", ".join("%.3f" % x["seconds"] for x in xs)
+            secs = [x["seconds"] for x in xs]
+            op = [x.get("open_s", x["seconds"]) for x in xs]
             rss = ", ".join("%.0f" % (x["peak_rss_delta"] / 1e6) for x in xs)
-            print(f"| {name} | {secs} | {rss} | {xs[0]['samples']} |")
-        m = med([x["seconds"] for x in ix["megatron"]]) / med([x["seconds"] for x in ix["stoker"]])
-        print(f"\nMegatron / stoker build time (medians): {m:.1f}x\n")
+            print(f"| {name} | {med(secs):.4f} ({min(secs):.4f}-{max(secs):.4f}) | "
+                  f"{med(op):.4f} ({min(op):.4f}-{max(op):.4f}) | {rss} | {xs[0]['samples']} |")
+        mg = med([x["seconds"] for x in ix["megatron"]])
+        m = mg / med([x["seconds"] for x in ix["stoker"]])
+        mo = med([x.get("open_s", x["seconds"]) for x in ix["megatron"]]) / med([x["open_s"] for x in ix["stoker"]])
+        pairs = sorted(a["seconds"] / b["seconds"] for a, b in zip(ix["megatron"], ix["stoker"]))
+        print(f"\nMegatron / stoker build time (medians): {m:.1f}x (per pair: "
+              f"{', '.join('%.1f' % x for x in pairs)}); with the opens (Megatron: IndexedDataset + "
+              f"build; stoker: store open + document checks + build + cache write): {mo:.1f}x\n")
     tk = r.get("tokenize")
     if tk:
         print(f"### Tokenization ({tk['files']} JSONL files, {tk['bytes'] / 1e6:.1f} MB, "
