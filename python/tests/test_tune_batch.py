@@ -120,9 +120,13 @@ def test_oom_recovery_frees_what_the_failed_step_held():
                         time_budget=60, refine_knee=False)
     ooms = [t for t in r.trials if t.reason == "out of memory"]
     assert ooms, r.table()
-    # 4 x 64 x 256 KiB = 64 MiB were alive at the OOM; all of it came back.
+    # The batch and 4 activations, 5 x 64 x 256 KiB = 80 MiB, were alive at the OOM; all of it
+    # came back. The bound is a quarter of that, not a fixed few MiB: the runtime's own one-time
+    # state (allocator, thread pools) measured 2.4 MiB here and 8.7 MiB on a CI machine, while
+    # a recovery that kept the frames would leave at least 64 MiB in use.
+    held = 5 * 64 * D * 4
     for t in ooms:
-        assert t.leaked_bytes < 8 << 20, t
+        assert t.leaked_bytes < held // 4, t
     assert "memory did not come back" not in r.stopped
     assert r.largest_fit.batch_size < 64
 
