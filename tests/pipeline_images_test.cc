@@ -1,5 +1,6 @@
 // The pipeline on real JPEG/PNG files: determinism of decoded, augmented batches across
 // thread counts, output shape and normalization, and bad images under both policies.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cmath>

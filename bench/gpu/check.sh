@@ -124,11 +124,11 @@ else
       -DSTOKER_BUILD_PYTHON=ON -DPython3_EXECUTABLE="$PYEXE" -DPython_EXECUTABLE="$PYEXE" \
       -DSTOKER_PYTHON="$PYEXE" ${PYBIND:+-Dpybind11_DIR="$PYBIND"} \
       ${PKG_CONFIG:+-DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG"} "$@" &&
-    ninja -C "$BUILD" -j"$JOBS" stoker stoker_tests _stoker
+    ninja -C "$BUILD" -k 0 -j"$JOBS" stoker stoker_tests _stoker  # -k 0: every error in one log
   }
   export -f configure; export BUILD PYEXE PYBIND JOBS
   if ! step build 240 bash -c 'configure'; then
-    if [ -f .gpu-carry/resize_kernel.ptx ]; then
+    if [ -f .gpu-carry/resize_kernel.ptx ] && grep -qE "FAILED:.*(resize_kernel|\.ptx)" "$RES/build.log"; then
       echo "build with nvcc failed: again with the carried PTX (clang NVPTX)" | tee -a "$SUMMARY"
       rm -rf "$BUILD"
       step build-ptx 200 bash -c "configure -DSTOKER_KERNEL_PTX=$ROOT/.gpu-carry/resize_kernel.ptx"

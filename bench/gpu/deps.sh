@@ -18,6 +18,11 @@ stoker_use_carried_deps() {
   sed -i -E "s#=(/usr|/lib)#=$d\\1#" "$d"/usr/lib/$arch/pkgconfig/*.pc "$d"/usr/share/pkgconfig/*.pc
   [ -e "$d/lib/$arch/libz.so.1" ] && ln -sf "$d/lib/$arch/libz.so.1" "$d/usr/lib/$arch/libz.so"
   export STOKER_DEPS_DIR="$d"
+  # jconfig.h (JPEG_LIB_VERSION) lives in the multiarch folder, which no .pc file names: without
+  # this the machine's own (Ubuntu's libjpeg-turbo8, the v8 API) pairs with the carried v6.2
+  # jpeglib.h and library.
+  export CFLAGS="-isystem $d/usr/include/$arch${CFLAGS:+ $CFLAGS}"
+  export CXXFLAGS="-isystem $d/usr/include/$arch${CXXFLAGS:+ $CXXFLAGS}"
   export CMAKE_PREFIX_PATH="$d/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
   export PKG_CONFIG_PATH="$d/usr/lib/$arch/pkgconfig:$d/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   # CMake would pick the carried usr/bin/pkg-config first (CMAKE_PREFIX_PATH), which needs

@@ -1,5 +1,6 @@
 #include "batch.h"
 
+#include <cstdint>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 

@@ -3,6 +3,7 @@
 // goes back to the pipeline's pool only when the last array or tensor viewing it is gone.
 #pragma once
 
+#include <cstdint>
 #include <pybind11/pybind11.h>
 
 #include <memory>

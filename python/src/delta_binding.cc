@@ -1,5 +1,6 @@
 #include "delta_binding.h"
 
+#include <cstdint>
 #include <pybind11/stl.h>
 
 #include "errors.h"

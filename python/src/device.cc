@@ -5,6 +5,7 @@
 // reused only after the work that stream had queued by then.
 #include "device.h"
 
+#include <cstdint>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 

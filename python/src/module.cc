@@ -2,6 +2,7 @@
 // Python only receives finished batches (zero-copy) and never runs per-sample code.
 // Every call that can block (opening a dataset, waiting for a batch, stopping) releases
 // the GIL. Errors: see errors.h (the one translation point).
+#include <cstdint>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -3,6 +3,7 @@
 // a batch's arrays view the batch (NumPy base object or DLPack deleter keeps it alive).
 #include "tokens.h"
 
+#include <cstdint>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 

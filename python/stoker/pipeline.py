@@ -274,6 +274,12 @@ class Pipeline:
             ok, why = pinned_memory_available()
             if ok:
                 pinned = True
+                # torch reports a page-locked pointer as pinned (is_pinned(), and the
+                # non_blocking copy path that checks it) only once it has initialised CUDA
+                # itself: measured on an H200 (torch 2.11), is_pinned() was False before
+                # torch.cuda.init() and True after, for the same kind of buffer.
+                if self._torch is not None and self._torch.cuda.is_available():
+                    self._torch.cuda.init()
             elif pin_memory is True:
                 raise bad_argument(f"pin_memory=True: {why}")
             else:

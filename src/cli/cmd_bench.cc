@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <sys/resource.h>
 
 #include <cstdio>

@@ -5,6 +5,7 @@
 // --scale full: full-size decode; half: 1/2 DCT scale; auto: the training path, a
 // RandomResizedCrop rect per image decoded with region decode + automatic DCT scale, then
 // resized/flipped/normalized to 224x224 float CHW (stoker only; reports the ops cost).
+#include <cstdint>
 #include <time.h>
 #include <turbojpeg.h>
 

@@ -1,5 +1,6 @@
 // stoker bench formats --data SRC: converts a sample of SRC to each format and measures
 // (src/tools/format_bench.h).
+#include <cstdint>
 #include <unistd.h>
 
 #include <cstdio>

@@ -6,6 +6,7 @@
 // Random: Read in a shuffled order vs one
 // pread per sample of the same byte range (tar header + members, or the TFRecord frame)
 // into a reused buffer. Files are read once before timing (page cache), best of --repeat.
+#include <cstdint>
 #include <time.h>
 
 #include <algorithm>

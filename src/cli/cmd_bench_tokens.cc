@@ -1,5 +1,6 @@
 // stoker bench tokens --data SPEC...: token index build (time, peak memory) and packed
 // batch delivery next to the memcpy limit (src/tokens/token_bench.h).
+#include <cstdint>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>

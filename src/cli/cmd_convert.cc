@@ -1,4 +1,5 @@
 // stoker convert SRC DST, stoker verify DST, stoker dump SRC.
+#include <cstdint>
 #include <zlib.h>
 
 #include <cctype>

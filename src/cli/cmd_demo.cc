@@ -7,6 +7,7 @@
 //   3. both side by side: samples/s, the share of time the emulated GPU waited, speedup.
 // Without PyTorch and torchvision it compares a naive single-thread stoker pipeline with
 // the auto-tuned one instead, and says so.
+#include <cstdint>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -7,6 +7,7 @@
 //   stoker plan --from-bench pipeline.json --from-io io.json ...   (measured inputs)
 //   taskset -c 0 stoker plan measure --data imgs --threads 2 --fused --read-latency-ms 5 \
 //       --step-ms 40 --batch 32 --json m.json
+#include <cstdint>
 #include <chrono>
 #include <cmath>
 #include <fstream>

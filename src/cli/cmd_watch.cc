@@ -9,6 +9,7 @@
 // forwards Ctrl-C/SIGTERM to the command, and at exit prints the doctor's verdict on the
 // probe, the samples and any traces (src/doctor/watch_rules.h), and keeps the samples as a
 // CSV that `stoker doctor` reads later. Exits with the command's exit status.
+#include <cstdint>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -1,5 +1,6 @@
 #include "cli/pipeline_flags.h"
 
+#include <cstdint>
 #include <cstdio>
 
 namespace stoker::cli {

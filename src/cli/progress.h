@@ -1,6 +1,7 @@
 // A one-line progress display on a terminal (stderr); silent when stderr is not a tty.
 #pragma once
 
+#include <cstdint>
 #include <unistd.h>
 
 #include <chrono>

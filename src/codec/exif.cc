@@ -4,6 +4,7 @@
 // The parser walks the JPEG marker segments before the first SOS with bounds checks on
 // every length and offset; anything malformed means "no orientation" (1), never an error:
 // PIL and libjpeg decode such files, and so must we.
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

@@ -1,5 +1,6 @@
 #include "codec/image.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <png.h>
 

@@ -12,6 +12,7 @@
 // kCorrupt too: a truncated file never decodes to a gray-filled image. Benign warnings
 // (extraneous bytes before a marker, unknown JFIF versions, ...) are ignored. libjpeg
 // never prints (output_message is a no-op).
+#include <cstdint>
 #include <csetjmp>
 #include <cstddef>
 #include <cstdio>
@@ -163,7 +164,11 @@ bool DecodeJpegInner(JpegDecoder* d, const uint8_t* data, size_t n, const Decode
     // exactly at the crop changes the crop's border pixels. Ask for one more pixel on the
     // left (the window then starts an iMCU earlier when x0 is on a boundary) and one iMCU
     // more on the right; the trim below removes them again.
+#if JPEG_LIB_VERSION >= 70  // libjpeg 7+ API (libjpeg-turbo built with --with-jpeg7/8)
+    const int imcu = cinfo->max_h_samp_factor * cinfo->min_DCT_h_scaled_size;
+#else
     const int imcu = cinfo->max_h_samp_factor * cinfo->min_DCT_scaled_size;
+#endif
     const int req_x0 = x0 > 0 ? x0 - 1 : 0;
     const int req_x1 = x1 + imcu < out_w ? x1 + imcu : out_w;
     JDIMENSION xoff = static_cast<JDIMENSION>(req_x0);

@@ -8,6 +8,7 @@
 // I -> RGB conversion clips: a sample of 256 or more is 255, not its high byte).
 // Non-interlaced images are read row by row and stop after the crop's last row;
 // interlaced ones are read whole into a per-thread scratch image.
+#include <cstdint>
 #include <png.h>
 
 #include <csetjmp>

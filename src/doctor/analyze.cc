@@ -1,5 +1,6 @@
 // Per-input analyses: a trace's step windows and breakdown, a GPU log's utilization and
 // starvation, a pipeline's bottleneck and cores.
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -1,5 +1,6 @@
 #include "doctor/doctor.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 

@@ -1,5 +1,6 @@
 // The finding rules: one function per finding id over the shared analysis context, and
 // the table that lists them (Rules()). See analysis.h for how to add one.
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -5,6 +5,7 @@
 
 #if STOKER_HAVE_PARQUET
 
+#include <cstdint>
 #include <algorithm>
 #include <memory>
 #include <string>

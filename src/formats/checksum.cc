@@ -1,5 +1,6 @@
 #include "formats/checksum.h"
 
+#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__)

@@ -1,5 +1,6 @@
 #include "formats/dataset.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <mutex>
 

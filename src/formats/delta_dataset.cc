@@ -1,5 +1,6 @@
 #include "formats/delta_dataset.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <charconv>

@@ -21,6 +21,7 @@
 //                        only != .
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>

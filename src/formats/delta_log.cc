@@ -1,5 +1,6 @@
 #include "formats/delta_log.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <cstring>

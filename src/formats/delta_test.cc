@@ -3,6 +3,7 @@
 // column selection, incremental reads, and bad input (missing or corrupt commits and
 // checkpoints, absent data files, reader features stoker does not implement). Tables written
 // by deltalake (delta-rs), with real checkpoints, are tested in python/tests/test_delta.py.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "formats/delta_dataset.h"

@@ -1,5 +1,6 @@
 #include "formats/example.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace stoker {

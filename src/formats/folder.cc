@@ -1,5 +1,6 @@
 #include "formats/folder.h"
 
+#include <cstdint>
 #include <algorithm>
 
 #include "formats/builtin.h"

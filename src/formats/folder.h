@@ -4,6 +4,7 @@
 // extension; the one field is named by the lower-case extension ("jpg", "png", ...).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

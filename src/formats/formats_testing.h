@@ -1,6 +1,7 @@
 // Helpers shared by the format tests (header only; included from *_test.cc).
 #pragma once
 
+#include <cstdint>
 #include <unistd.h>
 
 #include <filesystem>

@@ -1,4 +1,5 @@
 // Inputs the libFuzzer targets found (tests/data/fuzz/), replayed as regression tests.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -1,5 +1,6 @@
 #include "formats/hdf5_dataset.h"
 
+#include <cstdint>
 #include <iterator>
 #include <unistd.h>
 

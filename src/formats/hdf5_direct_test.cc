@@ -3,6 +3,7 @@
 // fixed-shape arrays, unfiltered and compressed vlen data. Every value must equal what
 // libhdf5 wrote, whichever path reads it; and a damaged global heap is an error, not a
 // crash.
+#include <cstdint>
 #include <unistd.h>
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
 #include "formats/hdf5_heap.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace stoker {

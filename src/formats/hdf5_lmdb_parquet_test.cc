@@ -1,5 +1,6 @@
 // Round trips, random access, concurrency and bad input for the LMDB, HDF5 and Parquet
 // readers and writers (one parameterized suite over the three formats).
+#include <cstdint>
 #include <sys/wait.h>
 #include <unistd.h>
 

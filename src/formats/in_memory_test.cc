@@ -1,4 +1,5 @@
 // Formats read and written through io/'s MemoryEnv: the Env seam carries every byte.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "formats/dataset.h"

@@ -1,5 +1,6 @@
 #include "formats/lmdb_dataset.h"
 
+#include <cstdint>
 #include <signal.h>
 
 #include <iterator>

@@ -1,5 +1,6 @@
 #include "formats/parquet_dataset.h"
 
+#include <cstdint>
 #include <iterator>
 #include <algorithm>
 #include <atomic>

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "formats/parquet_thrift.h"
 
 namespace stoker {

@@ -1,5 +1,6 @@
 #include "formats/sharded.h"
 
+#include <cstdint>
 #include <cctype>
 
 namespace stoker {

@@ -5,6 +5,7 @@
 // samples_per_shard samples).
 #pragma once
 
+#include <cstdint>
 #include <algorithm>
 #include <initializer_list>
 #include <memory>

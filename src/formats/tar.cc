@@ -1,5 +1,6 @@
 #include "formats/tar.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

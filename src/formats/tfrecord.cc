@@ -1,5 +1,6 @@
 #include "formats/tfrecord.h"
 
+#include <cstdint>
 #include <iterator>
 #include <zlib.h>
 

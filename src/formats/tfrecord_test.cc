@@ -1,5 +1,6 @@
 #include "formats/tfrecord.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,5 +1,6 @@
 #include "formats/wds.h"
 
+#include <cstdint>
 #include <iterator>
 #include <algorithm>
 #include <atomic>

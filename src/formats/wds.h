@@ -28,6 +28,7 @@
 // what it is (zip, zstd, bzip2, xz, empty, text, ...).
 #pragma once
 
+#include <cstdint>
 #include <atomic>
 #include <map>
 #include <memory>

@@ -1,5 +1,6 @@
 #include "gpu/device_pipeline.h"
 
+#include <cstdint>
 #include <cmath>
 
 #include "telemetry/sampler.h"

@@ -11,6 +11,7 @@
 // Thread-safety: one consumer thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

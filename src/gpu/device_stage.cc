@@ -1,5 +1,6 @@
 #include "gpu/device_stage.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <chrono>
 

@@ -7,6 +7,7 @@
 // fail_alloc_above (cuMemAlloc of more bytes fails with out-of-memory).
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>

@@ -2,6 +2,7 @@
 // libjpeg-turbo (baseline, progressive, arithmetic, CMYK, corrupt), the offload model on
 // scripted measurements, the fused kernel's math against the CPU path, and the device
 // stage end to end on a fake CUDA table whose "device" is the host (fake_cuda.h).
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <filesystem>

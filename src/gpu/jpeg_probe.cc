@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "gpu/jpeg_probe.h"
 
 namespace stoker::gpu {

@@ -1,5 +1,6 @@
 #include "gpu/offload_model.h"
 
+#include <cstdint>
 #include <algorithm>
 
 #include <fmt/format.h>

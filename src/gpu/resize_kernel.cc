@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "gpu/resize_kernel.h"
 
 namespace stoker::gpu {

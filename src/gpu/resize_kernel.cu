@@ -27,6 +27,7 @@ __device__ static inline double ceil(double x) { return __builtin_ceil(x); }
 #define STOKER_BLOCKDIM_X blockDim.x
 #endif
 
+#include <cstdint>
 #include "gpu/resize_kernel.h"
 
 using stoker::gpu::ResizeJob;

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "gpu/route.h"
 
 #include "codec/image.h"

@@ -12,6 +12,7 @@
 //   procs/<pid>.pos       that process's position in its plan
 #include "io/cache_env.h"
 
+#include <cstdint>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,5 +1,6 @@
 #include "io/cache_env.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>

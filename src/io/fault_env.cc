@@ -1,5 +1,6 @@
 #include "io/fault_env.h"
 
+#include <cstdint>
 #include <chrono>
 #include <thread>
 

@@ -3,6 +3,7 @@
 // by path substring.
 #pragma once
 
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

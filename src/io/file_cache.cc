@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "io/file_cache.h"
 
 namespace stoker {

@@ -4,6 +4,7 @@
 // use by a reader stays alive until that read returns).
 #pragma once
 
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>

@@ -1,5 +1,6 @@
 #include "io/gzip.h"
 
+#include <cstdint>
 #include <zlib.h>
 
 #include <algorithm>

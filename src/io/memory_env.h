@@ -4,6 +4,7 @@
 // them. A file is visible while it is written (as on POSIX); RenameFile replaces the target.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>

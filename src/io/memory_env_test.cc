@@ -1,5 +1,6 @@
 #include "io/memory_env.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 

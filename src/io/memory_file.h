@@ -1,6 +1,7 @@
 // RandomAccessFile over bytes in memory (tests, fuzz targets, decompressed streams).
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
 #include "io/object_env.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "io/sniff.h"
 
+#include <cstdint>
 #include <fmt/format.h>
 
 #include <algorithm>

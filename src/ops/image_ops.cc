@@ -1,5 +1,6 @@
 #include "ops/image_ops.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <cstring>

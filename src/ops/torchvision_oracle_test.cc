@@ -2,6 +2,7 @@
 // through torchvision (PIL decode, F.resized_crop / Resize+CenterCrop with antialias,
 // hflip, Normalize; tests/oracles/torchvision_ops.py) and through stoker's decode + ops.
 // Skipped when no Python with torchvision is found.
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

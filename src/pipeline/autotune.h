@@ -18,6 +18,7 @@
 // hand-off); otherwise read threads in front of compute threads.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -1,5 +1,6 @@
 #include "pipeline/autotune.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 namespace stoker {

@@ -1,5 +1,6 @@
 #include "pipeline/batch_assembler.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

@@ -7,6 +7,7 @@
 // a batch may outlive the pipeline. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

@@ -1,5 +1,6 @@
 #include "pipeline/batch_pool.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -1,5 +1,6 @@
 #include "pipeline/cache_plan.h"
 
+#include <cstdint>
 #include <sys/statvfs.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "pipeline/node_share.h"
 
+#include <cstdint>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>

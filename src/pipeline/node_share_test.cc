@@ -1,5 +1,6 @@
 #include "pipeline/node_share.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "pipeline/observe.h"
 
 namespace stoker {

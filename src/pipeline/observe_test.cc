@@ -1,5 +1,6 @@
 #include "pipeline/observe.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 namespace stoker {

@@ -1,5 +1,6 @@
 #include "pipeline/options_schema.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

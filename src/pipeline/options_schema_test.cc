@@ -1,5 +1,6 @@
 #include "pipeline/options_schema.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -26,6 +26,7 @@
 // steady state touches no fresh pages.
 #include "pipeline/pipeline.h"
 
+#include <cstdint>
 #include <unistd.h>
 
 #include <algorithm>

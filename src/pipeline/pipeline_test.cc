@@ -1,5 +1,6 @@
 #include "pipeline/pipeline.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "pipeline/plan.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>

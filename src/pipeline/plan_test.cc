@@ -1,5 +1,6 @@
 #include "pipeline/plan.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <algorithm>

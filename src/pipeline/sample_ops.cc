@@ -1,5 +1,6 @@
 #include "pipeline/sample_ops.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <charconv>
 

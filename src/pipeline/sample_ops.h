@@ -2,6 +2,7 @@
 // functions of the options and the sample (no executor state).
 #pragma once
 
+#include <cstdint>
 #include <cstddef>
 
 #include "ops/image_ops.h"

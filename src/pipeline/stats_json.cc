@@ -1,5 +1,6 @@
 #include "pipeline/stats_json.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include <cmath>

@@ -2,6 +2,7 @@
 
 #include "gpu/offload_model.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <deque>

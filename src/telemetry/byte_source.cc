@@ -1,5 +1,6 @@
 #include "telemetry/byte_source.h"
 
+#include <cstdint>
 #include <zlib.h>
 
 #include <algorithm>

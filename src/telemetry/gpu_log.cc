@@ -1,5 +1,6 @@
 #include "telemetry/gpu_log.h"
 
+#include <cstdint>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include "telemetry/interval.h"
 
 namespace stoker::telemetry {

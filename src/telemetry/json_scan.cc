@@ -1,5 +1,6 @@
 #include "telemetry/json_scan.h"
 
+#include <cstdint>
 #include <charconv>
 #include <cstring>
 

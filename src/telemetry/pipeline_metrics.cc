@@ -1,5 +1,6 @@
 #include "telemetry/pipeline_metrics.h"
 
+#include <cstdint>
 #include <cmath>
 
 #include "pipeline/stats_json.h"

@@ -3,6 +3,7 @@
 // the bottleneck stage and the consumer's wait (the GPU-starvation time).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,5 +1,6 @@
 #include "telemetry/probe_log.h"
 
+#include <cstdint>
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,5 +1,6 @@
 #include "telemetry/sampler.h"
 
+#include <cstdint>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>

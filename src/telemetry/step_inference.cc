@@ -1,5 +1,6 @@
 #include "telemetry/step_inference.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>

@@ -1,5 +1,6 @@
 #include "telemetry/trace.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "telemetry/trace.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <zlib.h>
 

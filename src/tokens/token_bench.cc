@@ -1,5 +1,6 @@
 #include "tokens/token_bench.h"
 
+#include <cstdint>
 #include <sys/resource.h>
 
 #include <chrono>

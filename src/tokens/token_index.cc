@@ -1,5 +1,6 @@
 #include "tokens/token_index.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>

@@ -1,5 +1,6 @@
 #include "tokens/token_pipeline.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <chrono>
 #include <cstring>

@@ -1,5 +1,6 @@
 #include "tokens/token_pipeline.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,5 +1,6 @@
 #include "tools/convert.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>

@@ -1,5 +1,6 @@
 #include "tools/format_bench.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <map>
 #include <numeric>

@@ -1,5 +1,6 @@
 #include "tools/probe.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <sys/vfs.h>
 #include <unistd.h>

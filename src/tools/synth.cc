@@ -1,5 +1,6 @@
 #include "tools/synth.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 

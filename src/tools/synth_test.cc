@@ -1,5 +1,6 @@
 #include "tools/synth.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -4,6 +4,7 @@
 // Arrow IPC: the file is memory-mapped and wrapped in a non-owning arrow::Buffer, so the
 // record batches' value buffers are views of the mapping (zero-copy, unless the writer
 // compressed the bodies). Parquet pages are encoded, so the column is decoded once, at open.
+#include <cstdint>
 #include <cstring>
 
 #include "formats/tokens/mapped_file.h"

@@ -1,5 +1,6 @@
 #include "formats/tokens/mapped_file.h"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -2,6 +2,7 @@
 // the raw, llm.c, Arrow and Parquet readers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

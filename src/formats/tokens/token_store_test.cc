@@ -1,5 +1,6 @@
 #include "formats/tokens/token_store.h"
 
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cstring>

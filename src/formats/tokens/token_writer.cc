@@ -1,4 +1,5 @@
 // Writers for the raw, llm.c and Megatron token formats (Arrow and Parquet: arrow_tokens.cc).
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
