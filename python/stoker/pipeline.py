@@ -145,6 +145,10 @@ def gpu_decode_available():
     return tuple(ext.gpu_path_status(_nvjpeg_candidates()))
 
 
+# The profiler range around each wait for a batch (see Pipeline._profiled); the doctor
+# (src/telemetry/trace.cc) counts it as data wait.
+PROFILER_RANGE = "stoker.Pipeline.__next__"
+
 def pinned_memory_available():
     """(available, reason): whether the engine can allocate pinned batch buffers here."""
     ext = require_extension("pinned memory")
@@ -427,16 +431,16 @@ class Pipeline:
         try:
             if copier is None:
                 while True:
-                    b = self._next(generation)
+                    b = self._profiled(self._next, generation)
                     if b is None:
                         break
                     handed_over()
                     yield b
             else:
-                host = self._next(generation)
+                host = self._profiled(self._next, generation)
                 pending = copier.issue(host) if host is not None else None
                 while pending is not None:
-                    host = self._next(generation)
+                    host = self._profiled(self._next, generation)
                     ready = pending
                     pending = copier.issue(host) if host is not None else None
                     out = copier.hand_over(ready)
@@ -447,6 +451,17 @@ class Pipeline:
         finally:
             if copier is not None:
                 copier.drain()
+
+    def _profiled(self, fn, *args):
+        """fn(*args), inside a profiler range named PROFILER_RANGE while a PyTorch profiler
+        records: the time the training loop waits for a batch, which `stoker doctor` reads
+        as data wait, as it reads PyTorch's "enumerate(DataLoader)#..." range. Costs one
+        flag check per batch when no profiler runs."""
+        t = self._torch
+        if t is not None and t.autograd._profiler_enabled():
+            with t.autograd.profiler.record_function(PROFILER_RANGE):
+                return fn(*args)
+        return fn(*args)
 
     def _run_device(self, generation, epoch, consumed, handed_over):
         """Batches from the GPU path: the current stream waits on each batch's event (no
@@ -460,7 +475,7 @@ class Pipeline:
                 raise RuntimeError("stoker.Pipeline: a newer iteration of this pipeline started; "
                                    "iterate one at a time")
             stream = torch.cuda.current_stream(self._device)
-            d = self._dev.next(stream.cuda_stream)
+            d = self._profiled(self._dev.next, stream.cuda_stream)
             if d is None:
                 return
             out = {"image": from_dlpack(d["image"])}

@@ -75,6 +75,7 @@ bool MaybeAnnotation(std::string_view cat, std::string_view n) {
   // ProfilerStep#N, enumerate(DataLoader)#..., Optimizer.step#..., nccl:/gloo:/c10d::
   // collectives, aten::/autograd:: operators: handled as what they are, not annotations.
   if (n[0] == '[' || n.find('#') != n.npos || n.find(':') != n.npos) return false;
+  if (n == "stoker.Pipeline.__next__") return false;  // a data wait (below), not a step marker
   if (!cat.empty()) return cat == "user_annotation";
   if (n.find("Backward") != n.npos || StartsWith(n, "nn.Module") || StartsWith(n, "cuda") ||
       (n.size() > 8 && n.compare(n.size() - 8, 8, ".forward") == 0)) {
@@ -647,7 +648,7 @@ class Builder {
     if (ev.input_tokens > 0 && out_->embedding_inputs.size() < (1u << 20))
       out_->embedding_inputs.push_back({b, ev.input_tokens});
     if (!(c0 == 'P' || c0 == 'e' || c0 == 'O' || c0 == 'n' || c0 == 'g' || c0 == 'r' ||
-          c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D' || c0 == '[')) {
+          c0 == 'c' || c0 == 'm' || c0 == 'u' || c0 == 'D' || c0 == '[' || c0 == 's')) {
       Thread(key).Add(b, e);
       return;
     }
@@ -662,13 +663,19 @@ class Builder {
     }
     // PyTorch Lightning's profiler wraps the fetch as "[_TrainingEpochLoop].train_dataloader_next"
     // (older versions "[TrainingEpochLoop].train_dataloader_next").
+    // stoker.Pipeline wraps each wait for a batch as "stoker.Pipeline.__next__"
+    // (python/stoker/pipeline.py, PROFILER_RANGE) while a profiler records.
+    const bool stoker_pipeline = n == "stoker.Pipeline.__next__";
     if (StartsWith(n, "enumerate(DataLoader)#") || StartsWith(n, "enumerate(DataPipe)#") ||
+        stoker_pipeline ||
         (c0 == '[' && n.size() > 23 &&
          n.compare(n.size() - 23, 23, "].train_dataloader_next") == 0)) {
       out_->data_wait.Add(b, e);
       out_->dataloader_calls++;
       steps_.loader_calls.push_back({key, b, e});
-      if (out_->dataloader_iter.empty() && c0 != '[') {
+      if (out_->dataloader_iter.empty() && stoker_pipeline) {
+        out_->dataloader_iter = "stoker.Pipeline";
+      } else if (out_->dataloader_iter.empty() && c0 != '[') {
         size_t h = n.find('#');
         std::string_view it = n.substr(h + 1);
         it = it.substr(0, it.find('.'));

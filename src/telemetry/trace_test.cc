@@ -191,6 +191,19 @@ TEST(TraceReader, BareEventArrayFromOlderProfiler) {
   EXPECT_EQ(main->ops.Total(), 200'000);  // nested addmm merges into linear
 }
 
+TEST(TraceReader, StokerPipelineWaitIsDataWait) {
+  // python/stoker/pipeline.py wraps each wait for a batch as "stoker.Pipeline.__next__".
+  std::string s = R"([{"name": "ProfilerStep#1", "ph": "X", "ts": 0, "dur": 1000, "tid": 1, "pid": 1, "args": {}},
+  {"name": "stoker.Pipeline.__next__", "ph": "X", "ts": 10, "dur": 700, "tid": 1, "pid": 1, "args": {}},
+  {"name": "stoker.Pipeline.__next__x", "ph": "X", "ts": 800, "dur": 50, "tid": 1, "pid": 1, "args": {}},
+  {"name": "aten::addmm", "ph": "X", "ts": 720, "dur": 200, "tid": 1, "pid": 1, "args": {}}])";
+  auto r = Parse(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->data_wait.Total(), 700'000);  // the exact name only
+  EXPECT_EQ(r->dataloader_calls, 1u);
+  EXPECT_EQ(r->dataloader_iter, "stoker.Pipeline");
+}
+
 TEST(TraceReader, FractionalAndNanosecondTimestamps) {
   std::string us = R"({"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 100.5, "dur": 10.25}], "displayTimeUnit": "ns"})";
   auto a = Parse(us);
