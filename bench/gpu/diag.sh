@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Crash diagnosis on the GPU machine, after check.sh found segfaults: a Release+debug-info
-# build, the crashing tests with a native backtrace (segv_backtrace.so via LD_PRELOAD, then
-# addr2line), and the pinned-memory question (is a pinned batch pinned as torch sees it, before
-# and after torch initialises CUDA). Results in $OUT/diag.txt.
+# build, the crashing test under gdb when the machine has it, else with a native backtrace
+# (segv_backtrace.so via LD_PRELOAD, then addr2line), then the same pipelines outside pytest
+# (diag_steps.py). Results in $OUT/diag.txt.
 #   run(command="bench/gpu/diag.sh", carry=[".gpu-carry"], timeout_s=400)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,14 +1,13 @@
-"""Step-by-step replay of test_gpu_decode_matches_cpu_path with a line per native call, to
-locate a crash without a debugger (bench/gpu/diag.sh runs it). Prints to stderr, unbuffered."""
+"""The options of test_gpu_decode_matches_cpu_path on its odd-sized JPEGs, outside pytest, with a
+line per batch, to locate a crash without a debugger (bench/gpu/diag.sh runs it). Prints to
+stderr, unbuffered."""
 import os, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "tests"))
 import torch, stoker
-from gpu_check import make_folder
 
 def say(*a):
     print(*a, file=sys.stderr, flush=True)
 
-d = make_folder(tempfile.mkdtemp(), n=24)
 kw = dict(batch_size=4, image_size=32, seed=3, threads=2, dct_scale=False, region_decode=False)
 torch.zeros(1, device="cuda")
 import stoker_testing

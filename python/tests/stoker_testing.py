@@ -88,6 +88,20 @@ def stoker_binary():
     return None
 
 
+def doctor_report(trace, tmp_path):
+    """`stoker doctor TRACE --json` as a dict; skips the test when the CLI is not built."""
+    import json
+    import subprocess
+    binary = stoker_binary()
+    if binary is None:
+        pytest.skip("the stoker CLI is not built")
+    out = os.path.join(str(tmp_path), "doctor-report.json")
+    subprocess.run([binary, "doctor", str(trace), "--json", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as fh:
+        return json.load(fh)
+
+
 def write_image_folder(root, classes=3, per_class=8, size=(48, 40), seed=0):
     """A tiny ImageFolder of JPEGs with distinct content: root/class_k/img_i.jpg."""
     import numpy as np

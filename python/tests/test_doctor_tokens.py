@@ -3,15 +3,13 @@ GPT-style model (token embedding + position embedding + a layer + LM head) train
 packed token batches. record_shapes=True puts the token ids' [batch, sequence] shape in
 aten::embedding's "Input Dims", from which the doctor reports tokens/s; a loader that is
 made slow on purpose must be named as the cause with the token-loading fixes."""
-import json
 import os
-import subprocess
 import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from stoker_testing import stoker_binary  # noqa: E402
+from stoker_testing import doctor_report  # noqa: E402
 
 B, S, V, H = 4, 64, 512, 32
 
@@ -77,13 +75,7 @@ def doctor(path, tmp_path):
             # (PyTorch's wheels; bench/gpu/check.sh); src/doctor/doctor_test.cc covers the
             # rule on a Kineto-format trace.
             pytest.skip("this PyTorch's profiler writes no \"Input Dims\" (no Kineto)")
-    binary = stoker_binary()
-    if binary is None:
-        pytest.skip("the stoker CLI is not built")
-    out = tmp_path / "report.json"
-    subprocess.run([binary, "doctor", path, "--json", str(out)], check=True,
-                   stdout=subprocess.DEVNULL)
-    return json.loads(out.read_text())
+    return doctor_report(path, tmp_path)
 
 
 def finding(rep, fid):

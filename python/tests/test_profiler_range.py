@@ -3,12 +3,11 @@
 run (H200): a trace of a loop starved by a one-thread stoker.Pipeline was diagnosed host-bound
 with 0 % DataLoader wait, because only PyTorch's own DataLoader range was recognised."""
 import json
-import subprocess
 
 import pytest
 
 import stoker
-from stoker_testing import stoker_binary, write_image_folder
+from stoker_testing import doctor_report, write_image_folder
 
 torch = pytest.importorskip("torch")
 
@@ -37,13 +36,7 @@ def test_pipeline_wait_is_a_profiler_range_the_doctor_counts(tmp_path):
     events = events["traceEvents"] if isinstance(events, dict) else events
     waits = [e for e in events if e.get("name") == stoker.pipeline.PROFILER_RANGE]
     assert len(waits) >= 3, sorted({e.get("name") for e in events})[:40]
-    binary = stoker_binary()
-    if binary is None:
-        pytest.skip("the stoker CLI is not built")
-    out = tmp_path / "report.json"
-    subprocess.run([binary, "doctor", trace, "--json", str(out)], check=True,
-                   stdout=subprocess.DEVNULL)
-    rep = json.loads(out.read_text())
+    rep = doctor_report(trace, tmp_path)
     text = json.dumps(rep)
     assert "stoker.Pipeline" in text  # the loader is named
     # 640x480 decodes on one thread against a tiny linear step: the wait dominates.

@@ -66,6 +66,10 @@ bool IEquals(std::string_view a, std::string_view b) {
 }
 bool StartsWith(std::string_view s, std::string_view p);
 
+// The range python/stoker/pipeline.py (PROFILER_RANGE) puts around each wait for a batch
+// while a profiler records: a data wait, like PyTorch's "enumerate(DataLoader)#...".
+constexpr std::string_view kStokerPipelineRange = "stoker.Pipeline.__next__";
+
 // A span that may be a user annotation (record_function): Kineto's user_annotation
 // category; in the category-less export (no "cat" at all), a name that is no framework
 // operator, autograd node, module or known annotation.
@@ -75,7 +79,7 @@ bool MaybeAnnotation(std::string_view cat, std::string_view n) {
   // ProfilerStep#N, enumerate(DataLoader)#..., Optimizer.step#..., nccl:/gloo:/c10d::
   // collectives, aten::/autograd:: operators: handled as what they are, not annotations.
   if (n[0] == '[' || n.find('#') != n.npos || n.find(':') != n.npos) return false;
-  if (n == "stoker.Pipeline.__next__") return false;  // a data wait (below), not a step marker
+  if (n == kStokerPipelineRange) return false;  // a data wait, not a step marker
   if (!cat.empty()) return cat == "user_annotation";
   if (n.find("Backward") != n.npos || StartsWith(n, "nn.Module") || StartsWith(n, "cuda") ||
       (n.size() > 8 && n.compare(n.size() - 8, 8, ".forward") == 0)) {
@@ -663,9 +667,7 @@ class Builder {
     }
     // PyTorch Lightning's profiler wraps the fetch as "[_TrainingEpochLoop].train_dataloader_next"
     // (older versions "[TrainingEpochLoop].train_dataloader_next").
-    // stoker.Pipeline wraps each wait for a batch as "stoker.Pipeline.__next__"
-    // (python/stoker/pipeline.py, PROFILER_RANGE) while a profiler records.
-    const bool stoker_pipeline = n == "stoker.Pipeline.__next__";
+    const bool stoker_pipeline = n == kStokerPipelineRange;
     if (StartsWith(n, "enumerate(DataLoader)#") || StartsWith(n, "enumerate(DataPipe)#") ||
         stoker_pipeline ||
         (c0 == '[' && n.size() > 23 &&
