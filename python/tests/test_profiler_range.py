@@ -41,7 +41,3 @@ def test_pipeline_wait_is_a_profiler_range_the_doctor_counts(tmp_path):
     assert "stoker.Pipeline" in text  # the loader is named
     # 640x480 decodes on one thread against a tiny linear step: the wait dominates.
     assert rep["verdict"]["primary"] == "input_bound", (rep["verdict"], rep.get("breakdown"))
-
-
-def test_no_profiler_no_range():
-    assert not torch.autograd._profiler_enabled()
