@@ -46,7 +46,8 @@ struct CacheOptions {
   bool verify_crc = true;    // check an entry's CRC32 the first time this process opens it
   // Tests only: called at named points of a fetch with the entry's key, so that a test can
   // hold one thread at a point while another runs ("reserve-scanned": the directory listed
-  // under the space lock; "commit": a fetch about to make its entry visible). Empty: none.
+  // under the space lock; "copied": a fetch done copying, its part still open to readers;
+  // "commit": a fetch about to make its entry visible). Empty: none.
   std::function<void(const char* point, const std::string& key)> test_hook;
 };
 
