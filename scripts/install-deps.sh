@@ -14,6 +14,7 @@ DEB_PKGS=(
   pybind11-dev python3-dev python3-venv python3-numpy python3-pytest
   python3-torch python3-torchvision python3-h5py python3-lmdb python3-pil
   clang libclang-rt-14-dev ccache
+  librdkafka-dev
 )
 
 missing=()
@@ -36,7 +37,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # pyarrow >= 21 needs NumPy 2, but Debian's torch 1.13 needs NumPy 1.x: pin it.
 # scikit-build-core: the build backend of `pip install .` (pyproject.toml; python/).
-PY_PKGS=("pyarrow<21" webdataset tfrecord scikit-build-core)
+# confluent-kafka (imported as confluent_kafka): the Kafka tests' producer and checker, and
+# scripts/servers/kafka.sh's readiness probe.
+PY_PKGS=("pyarrow<21" webdataset tfrecord scikit-build-core confluent-kafka)
 need_py=()
 for p in "${PY_PKGS[@]}"; do
   mod="${p%%[<>=]*}"

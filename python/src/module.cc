@@ -17,6 +17,7 @@
 #include "batch.h"
 #include "cuda_host.h"
 #include "delta_binding.h"
+#include "kafka_binding.h"
 #include "errors.h"
 #include "options.h"
 #include "tokens.h"
@@ -130,6 +131,7 @@ class PyPipeline {
   std::string format() const { return p_->dataset().format(); }
   bool pinned() const { return pinned_; }
   pyb::object delta() const { return DeltaInfo(p_->dataset()); }
+  pyb::object kafka() const { return KafkaInfo(p_->dataset()); }
   pyb::dict Stats() const { return StatsToDict(p_->Stats()); }
   pyb::dict Rank() const { return RankToDict(p_->Stats().rank); }
 
@@ -245,6 +247,7 @@ PYBIND11_MODULE(_stoker, m) {
   RegisterErrors(m);
   RegisterTokens(m);
   RegisterDelta(m);
+  RegisterKafka(m);
 
   pyb::class_<PyPipeline>(m, "Pipeline")
       .def(pyb::init<const pyb::dict&>(), "options"_a)
@@ -264,7 +267,8 @@ PYBIND11_MODULE(_stoker, m) {
       .def_property_readonly("dataset_size", &PyPipeline::dataset_size)
       .def_property_readonly("format", &PyPipeline::format)
       .def_property_readonly("pinned", &PyPipeline::pinned)
-      .def_property_readonly("delta", &PyPipeline::delta);
+      .def_property_readonly("delta", &PyPipeline::delta)
+      .def_property_readonly("kafka", &PyPipeline::kafka);
 
   m.def("resolve_rank", [](int rank, int world_size) {
     return RankToDict(ValueOrThrow(stoker::ResolveRank(rank, world_size)));

@@ -290,20 +290,26 @@ class Pipeline:
                 warnings.warn(f"stoker.Pipeline: pinned memory unavailable ({why}); copies to "
                               f"{self._device} will be synchronous", RuntimeWarning, stacklevel=2)
 
-        # A Delta table is read at one version per epoch (stoker/delta.py), recorded in
-        # state_dict(); with follow= the engine is re-opened when the table grows.
-        self._delta = None
+        # A Delta table is read at one version per epoch (stoker/delta.py), a Kafka topic as
+        # one pinned window of offsets per epoch (stoker/kafka.py); the source's choice is
+        # recorded in state_dict() (under its name), and with follow= the engine is re-opened
+        # when the table or topic grows.
+        self._source, self._source_key = None, None
         if source.startswith("delta:"):
             from .delta import DeltaSource
-            self._delta = DeltaSource(source)
-            source = self._delta.spec()
+            self._source, self._source_key = DeltaSource(source), "delta"
+        elif source.startswith("kafka:"):
+            from .kafka import KafkaSource
+            self._source, self._source_key = KafkaSource(source), "kafka"
+        if self._source is not None:
+            source = self._source.spec()
         # Names, types and ranges are checked by the engine's options table (the messages
         # name the option, as the CLI's do).
         opts = {"data": source, **options, "rank": rank, "world_size": world_size,
                 "pinned": pinned, "device": "cuda" if self._device is not None else "cpu"}
         self._engine_opts = opts
         self._p = ext.Pipeline(opts)
-        self._delta_epoch = 0  # the epoch the open Delta snapshot was chosen for
+        self._source_epoch = 0  # the epoch the open snapshot or window was chosen for
         # device=cuda with gpu_decode on/auto: the GPU path (src/gpu/device_pipeline.h).
         self._dev = None
         gpu_decode = options.get("gpu_decode", "auto")
@@ -397,15 +403,15 @@ class Pipeline:
 
     def _run(self, generation, epoch, consumed):
         self._resume_consumed = 0
-        if self._delta is not None and consumed == 0 and epoch != self._delta_epoch:
+        if self._source is not None and consumed == 0 and epoch != self._source_epoch:
             # A new epoch (not a resume inside one): pick up new versions of the table.
-            change = self._delta.advance()
-            self._delta_epoch = epoch
+            change = self._source.advance()
+            self._source_epoch = epoch
             if change == "empty":
                 self._end_pass(epoch)
                 return
             if change == "changed":
-                self._reopen(self._delta.spec())
+                self._reopen(self._source.spec())
         self._p.resume_epoch(epoch, consumed)
         self._active = [epoch, 0]  # (epoch, batches of this pass handed to the loop)
         n = int(self._p.pass_batches)
@@ -533,10 +539,13 @@ class Pipeline:
         state = {"version": _STATE_VERSION, "epoch": epoch, "consumed": consumed,
                  "batch": consumed // step, "world_size": self.world_size, "rank": self.rank,
                  "batch_size": self._options["batch_size"], **self._identity()}
-        if self._delta is not None:
+        if self._source_key == "delta":
             # The snapshot this epoch reads (its files follow from version and since).
-            state["delta"] = {**self._delta.state(), "epoch": self._delta_epoch,
+            state["delta"] = {**self._source.state(), "epoch": self._source_epoch,
                               "files": (self._p.delta or {}).get("num_files")}
+        elif self._source_key == "kafka":
+            # The window of offsets this epoch reads, per partition.
+            state["kafka"] = {**self._source.state(), "epoch": self._source_epoch}
         return state
 
     def load_state_dict(self, state):
@@ -552,13 +561,14 @@ class Pipeline:
             raise bad_argument(f"state is missing {', '.join(missing)}")
         if state["version"] != _STATE_VERSION:
             raise bad_argument(f"state version {state['version']} is not {_STATE_VERSION}")
-        if self._delta is not None and "delta" in state:
-            # Re-open the snapshot the saved epoch read, whatever the table holds now.
-            saved = (self._delta.version, self._delta.since)
-            self._delta.load(state["delta"])
-            if (self._delta.version, self._delta.since) != saved:
-                self._reopen(self._delta.spec())
-            self._delta_epoch = int(state["delta"].get("epoch", state["epoch"]))
+        if self._source is not None and self._source_key in state:
+            # Re-open the snapshot or window the saved epoch read, whatever the table or
+            # topic holds now.
+            saved = self._source.spec()
+            self._source.load(state[self._source_key])
+            if self._source.spec() != saved:
+                self._reopen(self._source.spec())
+            self._source_epoch = int(state[self._source_key].get("epoch", state["epoch"]))
         mine = self._identity()
         diff = [f"{k}: saved {state[k]!r}, now {mine[k]!r}" for k in _STATE_KEYS
                 if state[k] != mine[k]]

@@ -11,6 +11,7 @@ void RegisterBuiltinFormats() {
   RegisterHdf5Format();
   RegisterParquetFormat();
   RegisterDeltaFormat();
+  RegisterKafkaFormat();
 #endif
 }
 

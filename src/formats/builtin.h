@@ -11,6 +11,7 @@ void RegisterLmdbFormat();
 void RegisterHdf5Format();
 void RegisterParquetFormat();
 void RegisterDeltaFormat();
+void RegisterKafkaFormat();
 void RegisterBuiltinFormats();
 
 }  // namespace stoker

@@ -1,0 +1,834 @@
+#include "formats/kafka_dataset.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/mutex.h"
+#include "formats/builtin.h"
+#include "formats/delta_dataset.h"  // ParseDeltaTimestamp: the same timestamp syntax
+#include "formats/unavailable.h"
+
+#ifdef STOKER_HAVE_RDKAFKA
+#include <librdkafka/rdkafka.h>
+#endif
+
+namespace stoker {
+
+// ---- spec ------------------------------------------------------------------------------
+
+namespace {
+
+Result<int64_t> ParseInt(const std::string& what, const std::string& s) {
+  if (s.empty()) return InvalidArgument("kafka: {} is empty", what);
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end != '\0') return InvalidArgument("kafka: {}='{}' is not an integer", what, s);
+  return static_cast<int64_t>(v);
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (;;) {
+    size_t e = s.find(sep, b);
+    out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
+Result<KafkaBound> ParseBound(const std::string& what, const std::string& v) {
+  KafkaBound b;
+  if (v == "earliest") {
+    b.kind = KafkaBound::kEarliest;
+  } else if (v == "latest") {
+    b.kind = KafkaBound::kLatest;
+  } else if (v.rfind("ts:", 0) == 0) {
+    auto t = ParseDeltaTimestamp(v.substr(3));
+    if (!t.ok()) return InvalidArgument("kafka: {}={}: {}", what, v, t.status().message());
+    b.kind = KafkaBound::kTimestamp;
+    b.value = *t;
+  } else {
+    auto n = ParseInt(what, v);
+    if (!n.ok()) {
+      return InvalidArgument("kafka: {}='{}' is not earliest, latest, an offset or ts:TIME", what,
+                             v);
+    }
+    if (*n < 0) return InvalidArgument("kafka: {}={} is negative", what, v);
+    b.kind = KafkaBound::kOffset;
+    b.value = *n;
+  }
+  return b;
+}
+
+std::string BoundText(const KafkaBound& b) {
+  switch (b.kind) {
+    case KafkaBound::kEarliest: return "earliest";
+    case KafkaBound::kLatest: return "latest";
+    case KafkaBound::kOffset: return std::to_string(b.value);
+    case KafkaBound::kTimestamp: return "ts:" + std::to_string(b.value);
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<KafkaSpec> ParseKafkaSpec(const std::string& spec_in) {
+  KafkaSpec s;
+  std::string body = spec_in, query;
+  if (auto q = body.find('?'); q != std::string::npos) {
+    query = body.substr(q + 1);
+    body = body.substr(0, q);
+  }
+  if (body.rfind("//", 0) == 0) {  // kafka://host:port/topic
+    std::string rest = body.substr(2);
+    auto slash = rest.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == rest.size()) {
+      return InvalidArgument("kafka: '{}' is not kafka://HOST:PORT/TOPIC", "kafka:" + spec_in);
+    }
+    s.bootstrap = rest.substr(0, slash);
+    s.topic = rest.substr(slash + 1);
+  } else {
+    s.topic = body;
+  }
+  for (const auto& item : query.empty() ? std::vector<std::string>{} : Split(query, '&')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    std::string k = item.substr(0, eq), v = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (k == "bootstrap") {
+      s.bootstrap = v;
+    } else if (k == "start") {
+      STOKER_ASSIGN_OR_RETURN(s.start, ParseBound("start", v));
+    } else if (k == "end") {
+      STOKER_ASSIGN_OR_RETURN(s.end, ParseBound("end", v));
+      if (s.end.kind == KafkaBound::kEarliest)
+        return InvalidArgument("kafka: end=earliest selects nothing; use an offset, ts: or latest");
+    } else if (k == "count") {
+      STOKER_ASSIGN_OR_RETURN(s.count, ParseInt("count", v));
+      if (s.count < 0) return InvalidArgument("kafka: count={} is negative", v);
+    } else if (k == "partitions") {
+      for (const auto& p : Split(v, ',')) {
+        STOKER_ASSIGN_OR_RETURN(int64_t n, ParseInt("partitions", p));
+        if (n < 0 || n > INT32_MAX) return InvalidArgument("kafka: partition {} is out of range", p);
+        s.partitions.push_back(static_cast<int32_t>(n));
+      }
+    } else if (k == "ranges") {
+      for (const auto& r : Split(v, ',')) {
+        auto colon = r.find(':'), dash = r.find('-');
+        if (colon == std::string::npos || dash == std::string::npos || dash < colon) {
+          return InvalidArgument("kafka: ranges item '{}' is not PARTITION:BEGIN-END", r);
+        }
+        STOKER_ASSIGN_OR_RETURN(int64_t p, ParseInt("ranges partition", r.substr(0, colon)));
+        STOKER_ASSIGN_OR_RETURN(int64_t b, ParseInt("ranges begin", r.substr(colon + 1, dash - colon - 1)));
+        STOKER_ASSIGN_OR_RETURN(int64_t e, ParseInt("ranges end", r.substr(dash + 1)));
+        if (p < 0 || p > INT32_MAX || b < 0 || e < b)
+          return InvalidArgument("kafka: ranges item '{}' is not a valid range", r);
+        if (!s.ranges.emplace(static_cast<int32_t>(p), std::make_pair(b, e)).second)
+          return InvalidArgument("kafka: ranges names partition {} twice", p);
+      }
+    } else if (k == "value") {
+      if (v == "raw") {
+        s.value = KafkaSpec::kRaw;
+      } else if (v == "json") {
+        s.value = KafkaSpec::kJson;
+      } else {
+        return InvalidArgument("kafka: value='{}' is not raw or json", v);
+      }
+    } else if (k == "field") {
+      if (v.empty()) return InvalidArgument("kafka: field= is empty");
+      s.field = v;
+    } else if (k == "base64") {
+      for (const auto& f : Split(v, ',')) if (!f.empty()) s.base64.insert(f);
+    } else if (k == "meta") {
+      for (const auto& f : Split(v, ',')) {
+        if (f != "key" && f != "timestamp" && f != "offset" && f != "partition")
+          return InvalidArgument("kafka: meta '{}' is not key, timestamp, offset or partition", f);
+        s.meta.insert(f);
+      }
+    } else if (k == "timeout_ms") {
+      STOKER_ASSIGN_OR_RETURN(int64_t t, ParseInt("timeout_ms", v));
+      if (t < 100 || t > 3'600'000) return InvalidArgument("kafka: timeout_ms={} is not in [100, 3600000]", v);
+      s.timeout_ms = static_cast<int>(t);
+    } else if (k.rfind("rdkafka.", 0) == 0 && k.size() > 8) {
+      s.config[k.substr(8)] = v;
+    } else {
+      return InvalidArgument(
+          "kafka: unknown option '{}' (start, end, count, partitions, ranges, value, field, "
+          "base64, meta, timeout_ms, bootstrap, rdkafka.*)",
+          k);
+    }
+  }
+  if (s.bootstrap.empty())
+    return InvalidArgument("kafka: no broker: use kafka://HOST:PORT/{} or ?bootstrap=HOST:PORT", s.topic);
+  if (s.topic.empty() || s.topic.find('/') != std::string::npos)
+    return InvalidArgument("kafka: '{}' is not a topic name", s.topic);
+  return s;
+}
+
+std::string KafkaSpecWithRanges(const KafkaSpec& s,
+                                const std::map<int32_t, std::pair<int64_t, int64_t>>& ranges) {
+  std::string q = "ranges=";
+  bool first = true;
+  for (const auto& [p, r] : ranges) {
+    q += fmt::format("{}{}:{}-{}", first ? "" : ",", p, r.first, r.second);
+    first = false;
+  }
+  if (ranges.empty()) q = "count=0";
+  q += s.value == KafkaSpec::kJson ? "&value=json" : "&value=raw";
+  if (s.field != "bin") q += "&field=" + s.field;
+  auto join = [](const std::set<std::string>& v) {
+    std::string o;
+    for (const auto& x : v) o += fmt::format("{}{}", o.empty() ? "" : ",", x);
+    return o;
+  };
+  if (!s.base64.empty()) q += "&base64=" + join(s.base64);
+  if (!s.meta.empty()) q += "&meta=" + join(s.meta);
+  if (s.timeout_ms != 30000) q += fmt::format("&timeout_ms={}", s.timeout_ms);
+  for (const auto& [k, v] : s.config) q += "&rdkafka." + k + "=" + v;
+  if (ranges.empty() && !s.partitions.empty()) {
+    std::string ps;
+    for (int32_t p : s.partitions) ps += fmt::format("{}{}", ps.empty() ? "" : ",", p);
+    q += "&partitions=" + ps;
+  }
+  (void)BoundText;
+  return fmt::format("kafka://{}/{}?{}", s.bootstrap, s.topic, q);
+}
+
+bool DecodeBase64(const std::string& in, std::vector<uint8_t>* out) {
+  static const auto table = [] {
+    std::array<int8_t, 256> t{};
+    t.fill(-1);
+    const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) t[static_cast<uint8_t>(a[i])] = static_cast<int8_t>(i);
+    return t;
+  }();
+  out->clear();
+  out->reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t pad = 0;
+  for (char ch : in) {
+    if (ch == '=') {
+      pad++;
+      continue;
+    }
+    if (ch == '\n' || ch == '\r') continue;
+    if (pad) return false;  // data after padding
+    int8_t v = table[static_cast<uint8_t>(ch)];
+    if (v < 0) return false;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<uint8_t>((acc >> bits) & 0xff));
+    }
+  }
+  return pad <= 2 && bits < 6;
+}
+
+#ifdef STOKER_HAVE_RDKAFKA
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// librdkafka's log and error callbacks write here (the last error, for messages).
+struct ClientErrors {
+  Mutex mu;
+  std::string last GUARDED_BY(mu);
+  void Set(std::string e) {
+    MutexLock l(&mu);
+    last = std::move(e);
+  }
+  std::string Get() {
+    MutexLock l(&mu);
+    return last;
+  }
+};
+
+void ErrorCb(rd_kafka_t*, int err, const char* reason, void* opaque) {
+  static_cast<ClientErrors*>(opaque)->Set(
+      fmt::format("{}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason));
+}
+
+void LogCb(const rd_kafka_t* rk, int level, const char*, const char* buf) {
+  // Connection failures are also reported through ErrorCb; keep librdkafka quiet on stderr.
+  (void)rk, (void)level, (void)buf;
+}
+
+// One consumer handle (the legacy per-partition consumer: each partition is started at an
+// offset and consumed on its own, with no group, so reads of different shards never wait for
+// each other and nothing rebalances).
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Open(const KafkaSpec& s) {
+    auto c = std::unique_ptr<Client>(new Client);
+    c->spec_ = s;
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    std::map<std::string, std::string> props = {
+        {"bootstrap.servers", s.bootstrap},
+        {"enable.partition.eof", "true"},
+        {"enable.auto.commit", "false"},
+        {"enable.auto.offset.store", "false"},
+        {"auto.offset.reset", "error"},  // an offset gone is reported, never jumped over
+        {"queued.max.messages.kbytes", "32768"},  // the prefetch per partition: backpressure
+        {"fetch.wait.max.ms", "50"},
+        {"socket.keepalive.enable", "true"},
+        {"reconnect.backoff.ms", "100"},
+        {"reconnect.backoff.max.ms", "2000"},
+        {"client.id", "stoker"},
+    };
+    for (const auto& [k, v] : s.config) props[k] = v;
+    for (const auto& [k, v] : props) {
+      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        return InvalidArgument("kafka: librdkafka property {}={}: {}", k, v, err);
+      }
+    }
+    rd_kafka_conf_set_opaque(conf, &c->errors_);
+    rd_kafka_conf_set_error_cb(conf, ErrorCb);
+    rd_kafka_conf_set_log_cb(conf, LogCb);
+    c->rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!c->rk_) {
+      return InvalidArgument("kafka: cannot create a consumer for {}: {}", s.bootstrap, err);
+    }
+    c->rkt_ = rd_kafka_topic_new(c->rk_, s.topic.c_str(), nullptr);
+    if (!c->rkt_) {
+      return InvalidArgument("kafka: topic '{}': {}", s.topic,
+                             rd_kafka_err2str(rd_kafka_last_error()));
+    }
+    return c;
+  }
+  ~Client() {
+    if (rkt_) rd_kafka_topic_destroy(rkt_);
+    if (rk_) rd_kafka_destroy(rk_);
+  }
+  rd_kafka_t* rk() const { return rk_; }
+  rd_kafka_topic_t* rkt() const { return rkt_; }
+  const KafkaSpec& spec() const { return spec_; }
+  std::string LastError() { return errors_.Get(); }
+  std::string Where() const { return fmt::format("topic '{}' on {}", spec_.topic, spec_.bootstrap); }
+
+  // The topic's partitions.
+  Result<std::vector<int32_t>> Partitions() {
+    const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk_, 0, rkt_, &md, spec_.timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return IOError("kafka: cannot read the metadata of {}: {}{}", Where(), rd_kafka_err2str(e),
+                     Detail());
+    }
+    std::vector<int32_t> out;
+    Status st;
+    for (int i = 0; i < md->topic_cnt; ++i) {
+      const auto& t = md->topics[i];
+      if (spec_.topic != t.topic) continue;
+      if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+        st = NotFound("kafka: {} does not exist", Where());
+      } else if (t.err) {
+        st = IOError("kafka: metadata of {}: {}", Where(), rd_kafka_err2str(t.err));
+      }
+      for (int k = 0; k < t.partition_cnt; ++k) out.push_back(t.partitions[k].id);
+    }
+    rd_kafka_metadata_destroy(md);
+    if (!st.ok()) return st;
+    if (out.empty()) return NotFound("kafka: {} has no partitions", Where());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  Status Watermarks(int32_t p, int64_t* low, int64_t* high) {
+    rd_kafka_resp_err_t e =
+        rd_kafka_query_watermark_offsets(rk_, spec_.topic.c_str(), p, low, high, spec_.timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return IOError("kafka: watermarks of {} partition {}: {}{}", Where(), p, rd_kafka_err2str(e),
+                     Detail());
+    }
+    return Status::OK();
+  }
+
+  // The first offset of each partition with a timestamp at or after `ts_ms` (the high
+  // watermark where none is).
+  Result<std::map<int32_t, int64_t>> OffsetsForTime(const std::vector<int32_t>& parts,
+                                                    int64_t ts_ms) {
+    rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+    for (int32_t p : parts) rd_kafka_topic_partition_list_add(l, spec_.topic.c_str(), p)->offset = ts_ms;
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk_, l, spec_.timeout_ms);
+    std::map<int32_t, int64_t> out;
+    Status st;
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      st = IOError("kafka: offsets for time {} on {}: {}{}", ts_ms, Where(), rd_kafka_err2str(e), Detail());
+    } else {
+      for (int i = 0; i < l->cnt; ++i) {
+        if (l->elems[i].err) {
+          st = IOError("kafka: offset for time {} on {} partition {}: {}", ts_ms, Where(),
+                       l->elems[i].partition, rd_kafka_err2str(l->elems[i].err));
+          break;
+        }
+        out[l->elems[i].partition] = l->elems[i].offset;  // -1: no such message (end)
+      }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    if (!st.ok()) return st;
+    return out;
+  }
+
+  std::string Detail() {
+    std::string e = LastError();
+    return e.empty() ? "" : " (last client error: " + e + ")";
+  }
+
+ private:
+  Client() = default;
+  KafkaSpec spec_;
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_topic_t* rkt_ = nullptr;
+  ClientErrors errors_;
+};
+
+Result<std::vector<KafkaPartitionWindow>> Resolve(Client* c) {
+  const KafkaSpec& s = c->spec();
+  STOKER_ASSIGN_OR_RETURN(std::vector<int32_t> all, c->Partitions());
+  std::vector<int32_t> parts;
+  if (!s.ranges.empty()) {
+    for (const auto& [p, r] : s.ranges) parts.push_back(p);
+  } else if (!s.partitions.empty()) {
+    parts = s.partitions;
+    std::sort(parts.begin(), parts.end());
+    parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+  } else {
+    parts = all;
+  }
+  for (int32_t p : parts) {
+    if (!std::binary_search(all.begin(), all.end(), p))
+      return NotFound("kafka: {} has no partition {} (it has {})", c->Where(), p, all.size());
+  }
+  std::map<int32_t, int64_t> start_ts, end_ts;
+  if (s.ranges.empty() && s.start.kind == KafkaBound::kTimestamp) {
+    STOKER_ASSIGN_OR_RETURN(start_ts, c->OffsetsForTime(parts, s.start.value));
+  }
+  if (s.ranges.empty() && s.end.kind == KafkaBound::kTimestamp) {
+    STOKER_ASSIGN_OR_RETURN(end_ts, c->OffsetsForTime(parts, s.end.value));
+  }
+  std::vector<KafkaPartitionWindow> out;
+  for (int32_t p : parts) {
+    KafkaPartitionWindow w;
+    w.partition = p;
+    STOKER_RETURN_IF_ERROR(c->Watermarks(p, &w.low, &w.high));
+    if (!s.ranges.empty()) {
+      std::tie(w.begin, w.end) = s.ranges.at(p);
+      if (w.end > w.high) {
+        return InvalidArgument("kafka: {} partition {}: the pinned range {}-{} ends past the high "
+                          "watermark {} (was the topic re-created?)",
+                          c->Where(), p, w.begin, w.end, w.high);
+      }
+      out.push_back(w);
+      continue;
+    }
+    auto at = [&](const KafkaBound& b, const std::map<int32_t, int64_t>& ts) -> int64_t {
+      switch (b.kind) {
+        case KafkaBound::kEarliest: return w.low;
+        case KafkaBound::kLatest: return w.high;
+        case KafkaBound::kOffset: return b.value;
+        case KafkaBound::kTimestamp: {
+          int64_t o = ts.at(p);
+          return o < 0 ? w.high : o;
+        }
+      }
+      return w.high;
+    };
+    w.begin = at(s.start, start_ts);
+    w.end = at(s.end, end_ts);
+    if (s.end.kind == KafkaBound::kOffset && w.end > w.high) {
+      return InvalidArgument("kafka: {} partition {}: end={} is past the high watermark {} (those "
+                        "messages do not exist yet)",
+                        c->Where(), p, w.end, w.high);
+    }
+    w.begin = std::min(w.begin, w.high);
+    if (s.count >= 0) w.end = std::min(w.end, w.begin + s.count);
+    w.end = std::max(w.end, w.begin);
+    out.push_back(w);
+  }
+  return out;
+}
+
+// A message fetched ahead of the read that wants it.
+struct Held {
+  rd_kafka_message_t* m = nullptr;
+  Held() = default;
+  explicit Held(rd_kafka_message_t* x) : m(x) {}
+  Held(Held&& o) noexcept : m(o.m) { o.m = nullptr; }
+  Held& operator=(Held&& o) noexcept {
+    std::swap(m, o.m);
+    return *this;
+  }
+  ~Held() {
+    if (m) rd_kafka_message_destroy(m);
+  }
+};
+
+class KafkaDataset final : public Dataset {
+ public:
+  KafkaDataset(std::unique_ptr<Client> c, std::vector<KafkaPartitionWindow> w)
+      : client_(std::move(c)), windows_(std::move(w)) {
+    uint64_t n = 0;
+    for (const auto& win : windows_) {
+      if (win.end <= win.begin) continue;
+      ShardInfo s;
+      s.path = fmt::format("kafka://{}/{}/{}", client_->spec().bootstrap, client_->spec().topic,
+                           win.partition);
+      s.begin = n;
+      n += static_cast<uint64_t>(win.end - win.begin);
+      s.end = n;
+      shards_.push_back(s);
+      cursors_.push_back(std::make_unique<Cursor>());
+      cursors_.back()->win = win;
+    }
+    size_ = n;
+  }
+  ~KafkaDataset() override {
+    for (auto& c : cursors_) {
+      MutexLock l(&c->mu);
+      StopLocked(c.get());
+      c->ahead.clear();
+    }
+  }
+
+  uint64_t size() const override { return size_; }
+  const std::vector<ShardInfo>& shards() const override { return shards_; }
+  std::string format() const override { return "kafka"; }
+  const std::vector<KafkaPartitionWindow>& windows() const { return windows_; }
+
+  std::string Key(uint64_t index) const override {
+    auto [c, off] = Locate(index);
+    return fmt::format("{}/{}/{}", client_->spec().topic, c->win.partition, off);
+  }
+  std::string Location(uint64_t index) const override {
+    auto [c, off] = Locate(index);
+    return fmt::format("kafka {} partition {} offset {}", client_->Where(), c->win.partition, off);
+  }
+  Status CheckRandomAccess() const override {
+    return InvalidArgument("kafka: partitions are read in offset order (a shuffle buffer "
+                           "shuffles them; a full permutation would seek per message)");
+  }
+  std::vector<std::string> notes() const override {
+    std::vector<std::string> n;
+    for (const auto& w : windows_) {
+      n.push_back(fmt::format("kafka {} partition {}: offsets {}-{} (watermarks {}-{})",
+                              client_->Where(), w.partition, w.begin, w.end, w.low, w.high));
+    }
+    return n;
+  }
+
+  std::map<std::string, double> counters() const override {
+    std::map<std::string, double> out{
+        {"kafka_messages", static_cast<double>(messages_.load())},
+        {"kafka_bytes", static_cast<double>(bytes_.load())},
+        {"kafka_fetch_wait_s", static_cast<double>(wait_ns_.load()) / 1e9},
+        {"kafka_seeks", static_cast<double>(seeks_.load())},
+        {"kafka_missing_offsets", static_cast<double>(missing_.load())},
+    };
+    double lag = 0;
+    for (const auto& c : cursors_) {
+      int64_t low = 0, high = 0, next = 0;
+      {
+        MutexLock l(&c->mu);
+        next = c->delivered_max + 1;
+        if (next <= 0) next = c->win.begin;
+      }
+      if (rd_kafka_get_watermark_offsets(client_->rk(), client_->spec().topic.c_str(),
+                                         c->win.partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          high >= 0) {
+        double l = static_cast<double>(std::max<int64_t>(0, high - next));
+        out[fmt::format("kafka_lag_p{}", c->win.partition)] = l;
+        lag += l;
+      }
+    }
+    out["kafka_lag"] = lag;
+    return out;
+  }
+
+  Status Read(uint64_t index, Sample* out) const override {
+    out->Clear();
+    auto [c, off] = Locate(index);
+    Held h;
+    {
+      MutexLock l(&c->mu);
+      STOKER_RETURN_IF_ERROR(FetchLocked(c, off, &h));
+      c->delivered_max = std::max(c->delivered_max, off);
+      if (off + 1 == c->win.end) StopLocked(c);  // the window's last message: free the prefetch
+    }
+    messages_++;
+    bytes_ += h.m->len;
+    return Fill(c->win.partition, off, h.m, out);
+  }
+
+ private:
+  struct Cursor {
+    KafkaPartitionWindow win;
+    Mutex mu;
+    bool started GUARDED_BY(mu) = false;
+    int64_t next GUARDED_BY(mu) = -1;          // offset the consumer's stream delivers next
+    std::map<int64_t, Held> ahead GUARDED_BY(mu);  // fetched, not read yet
+    std::map<int64_t, int64_t> gaps GUARDED_BY(mu);  // missing [begin, end)
+    int64_t delivered_max GUARDED_BY(mu) = -1;
+  };
+
+  std::pair<Cursor*, int64_t> Locate(uint64_t index) const {
+    auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
+                               [](uint64_t i, const ShardInfo& s) { return i < s.end; });
+    size_t k = static_cast<size_t>(it - shards_.begin());
+    if (k >= shards_.size()) k = shards_.size() - 1;
+    Cursor* c = cursors_[k].get();
+    return {c, c->win.begin + static_cast<int64_t>(index - shards_[k].begin)};
+  }
+
+  void StopLocked(Cursor* c) const REQUIRES(c->mu) {
+    if (c->started) {
+      rd_kafka_consume_stop(client_->rkt(), c->win.partition);
+      c->started = false;
+      c->next = -1;
+    }
+  }
+
+  Status StartLocked(Cursor* c, int64_t off) const REQUIRES(c->mu) {
+    StopLocked(c);
+    c->ahead.clear();
+    if (rd_kafka_consume_start(client_->rkt(), c->win.partition, off) == -1) {
+      return IOError("kafka: cannot start reading {} partition {} at offset {}: {}",
+                     client_->Where(), c->win.partition, off,
+                     rd_kafka_err2str(rd_kafka_last_error()));
+    }
+    c->started = true;
+    c->next = off;
+    return Status::OK();
+  }
+
+  Status Missing(Cursor* c, int64_t off, int64_t b, int64_t e) const REQUIRES(c->mu) {
+    return Corrupt("kafka: {} partition {}: offsets {}-{} are missing (compacted away, deleted "
+                   "or transaction markers); offset {} cannot be read",
+                   client_->Where(), c->win.partition, b, e - 1, off);
+  }
+
+  void NoteGap(Cursor* c, int64_t b, int64_t e) const REQUIRES(c->mu) {
+    b = std::max(b, c->win.begin);
+    e = std::min(e, c->win.end);
+    if (e <= b) return;
+    auto [it, fresh] = c->gaps.emplace(b, e);
+    if (fresh) missing_ += static_cast<uint64_t>(e - b);
+  }
+
+  // Moves the message at `off` into *h, consuming forward (or restarting the partition's
+  // stream there) as needed.
+  Status FetchLocked(Cursor* c, int64_t off, Held* h) const REQUIRES(c->mu) {
+    if (auto it = c->ahead.find(off); it != c->ahead.end()) {
+      *h = std::move(it->second);
+      c->ahead.erase(it);
+      return Status::OK();
+    }
+    for (const auto& [b, e] : c->gaps) {
+      if (off >= b && off < e) return Missing(c, off, b, e);
+    }
+    if (!c->started || off < c->next) {
+      // Not started, or re-reading (a later epoch, an evicted prefix): restart there.
+      if (c->started) seeks_++;
+      STOKER_RETURN_IF_ERROR(StartLocked(c, off));
+    }
+    auto t0 = Clock::now();
+    auto last_progress = t0;
+    rd_kafka_message_t* batch[256];
+    for (;;) {
+      ssize_t n = rd_kafka_consume_batch(client_->rkt(), c->win.partition, 100, batch, 256);
+      rd_kafka_poll(client_->rk(), 0);  // error callbacks
+      if (n < 0) {
+        wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+        return IOError("kafka: reading {} partition {}: {}", client_->Where(), c->win.partition,
+                       rd_kafka_err2str(rd_kafka_last_error()));
+      }
+      Status st;
+      bool got = false;
+      for (ssize_t i = 0; i < n; ++i) {
+        Held m(batch[i]);
+        if (!st.ok()) continue;  // an error ends the batch (the rest are dropped)
+        if (m.m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;  // wait for more
+        if (m.m->err) {
+          st = ErrorOf(c, off, m.m);
+          continue;
+        }
+        int64_t mo = m.m->offset;
+        if (mo < c->next) continue;  // already seen (a restart re-delivers)
+        if (mo > c->next) NoteGap(c, c->next, mo);
+        c->next = mo + 1;
+        last_progress = Clock::now();
+        if (mo == off) {
+          *h = std::move(m);
+          got = true;
+        } else if (mo > off && mo < c->win.end) {
+          c->ahead.emplace(mo, std::move(m));  // read next, by this or another thread
+        }
+      }
+      if (st.ok() && !got && c->started && c->next > off) {
+        // The stream went past `off` without it: a gap.
+        for (const auto& [b, e] : c->gaps)
+          if (off >= b && off < e) st = Missing(c, off, b, e);
+        if (st.ok()) st = Internal("kafka: offset {} passed but not recorded", off);
+      }
+      if (got || !st.ok()) {
+        wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+        return st;
+      }
+      if (Clock::now() - last_progress > std::chrono::milliseconds(client_->spec().timeout_ms)) {
+        wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+        return IOError("kafka: no message from {} partition {} at offset {} in {} ms{}",
+                       client_->Where(), c->win.partition, off, client_->spec().timeout_ms,
+                       client_->Detail());
+      }
+    }
+  }
+
+  Status ErrorOf(Cursor* c, int64_t off, rd_kafka_message_t* m) const REQUIRES(c->mu) {
+    rd_kafka_resp_err_t e = m->err;
+    if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+      // The offset is below the log start (deleted, retention) or above its end.
+      int64_t low = -1, high = -1;
+      Status w = client_->Watermarks(c->win.partition, &low, &high);
+      StopLocked(c);
+      if (w.ok() && off < low) {
+        NoteGap(c, c->win.begin, low);
+        return Missing(c, off, c->win.begin, std::min(low, c->win.end));
+      }
+      return IOError("kafka: {} partition {}: offset {} is out of range (watermarks {}-{})",
+                        client_->Where(), c->win.partition, off, low, high);
+    }
+    if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+        e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+      StopLocked(c);
+      return NotFound("kafka: {} partition {} no longer exists (deleted?) at offset {}",
+                      client_->Where(), c->win.partition, off);
+    }
+    std::string what = m->payload ? std::string(static_cast<const char*>(m->payload), m->len) : "";
+    return IOError("kafka: reading {} partition {} at offset {}: {}{}", client_->Where(),
+                   c->win.partition, off, rd_kafka_err2str(e), what.empty() ? "" : ": " + what);
+  }
+
+  Status Fill(int32_t partition, int64_t off, const rd_kafka_message_t* m, Sample* out) const {
+    const KafkaSpec& s = client_->spec();
+    out->key = fmt::format("{}/{}/{}", s.topic, partition, off);
+    out->location = fmt::format("kafka {} partition {} offset {}", client_->Where(), partition, off);
+    const uint8_t* v = static_cast<const uint8_t*>(m->payload);
+    size_t len = m->len;
+    auto put = [&](const std::string& name, const void* data, size_t n) {
+      Field* f = out->AddField(name);
+      f->data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
+    };
+    if (s.value == KafkaSpec::kRaw) {
+      put(s.field, v, len);
+    } else {
+      nlohmann::json j = nlohmann::json::parse(v, v + len, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object()) {
+        return Corrupt("kafka: {} partition {} offset {}: the value is not a JSON object",
+                       client_->Where(), partition, off);
+      }
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string& name = it.key();
+        const auto& x = it.value();
+        if (x.is_null()) continue;
+        if (x.is_string()) {
+          const std::string& str = x.get_ref<const std::string&>();
+          if (s.base64.count(name)) {
+            Field* f = out->AddField(name);
+            if (!DecodeBase64(str, &f->data)) {
+              return Corrupt("kafka: {} partition {} offset {}: member '{}' is not base64",
+                             client_->Where(), partition, off, name);
+            }
+          } else {
+            put(name, str.data(), str.size());
+          }
+        } else {
+          std::string text = x.dump();
+          put(name, text.data(), text.size());
+        }
+        if (name == "label" && x.is_number_integer()) out->label = x.get<int64_t>();
+      }
+    }
+    if (s.meta.count("key") && m->key) put("kafka.key", m->key, m->key_len);
+    if (s.meta.count("timestamp")) {
+      rd_kafka_timestamp_type_t tt;
+      std::string t = std::to_string(rd_kafka_message_timestamp(m, &tt));
+      put("kafka.timestamp", t.data(), t.size());
+    }
+    if (s.meta.count("offset")) {
+      std::string t = std::to_string(off);
+      put("kafka.offset", t.data(), t.size());
+    }
+    if (s.meta.count("partition")) {
+      std::string t = std::to_string(partition);
+      put("kafka.partition", t.data(), t.size());
+    }
+    return Status::OK();
+  }
+
+  std::unique_ptr<Client> client_;
+  std::vector<KafkaPartitionWindow> windows_;
+  std::vector<ShardInfo> shards_;
+  std::vector<std::unique_ptr<Cursor>> cursors_;
+  uint64_t size_ = 0;
+  mutable std::atomic<uint64_t> messages_{0}, bytes_{0}, seeks_{0}, missing_{0};
+  mutable std::atomic<int64_t> wait_ns_{0};
+};
+
+}  // namespace
+
+Result<std::vector<KafkaPartitionWindow>> ResolveKafkaWindow(const KafkaSpec& spec) {
+  STOKER_ASSIGN_OR_RETURN(auto client, Client::Open(spec));
+  return Resolve(client.get());
+}
+
+Result<std::unique_ptr<Dataset>> OpenKafkaDataset(const std::string& spec,
+                                                  const DatasetOptions&) {
+  STOKER_ASSIGN_OR_RETURN(KafkaSpec s, ParseKafkaSpec(spec));
+  STOKER_ASSIGN_OR_RETURN(auto client, Client::Open(s));
+  STOKER_ASSIGN_OR_RETURN(auto windows, Resolve(client.get()));
+  return std::unique_ptr<Dataset>(new KafkaDataset(std::move(client), std::move(windows)));
+}
+
+const std::vector<KafkaPartitionWindow>* KafkaWindowsOf(const Dataset& ds) {
+  auto* k = dynamic_cast<const KafkaDataset*>(&ds);
+  return k ? &k->windows() : nullptr;
+}
+
+bool KafkaAvailable() { return true; }
+
+#else  // !STOKER_HAVE_RDKAFKA
+
+namespace {
+const MissingLibrary kNoRdkafka{"kafka", "librdkafka", "install librdkafka-dev and reconfigure"};
+}
+
+Result<std::vector<KafkaPartitionWindow>> ResolveKafkaWindow(const KafkaSpec& spec) {
+  return FormatUnavailable(kNoRdkafka, spec.topic);
+}
+Result<std::unique_ptr<Dataset>> OpenKafkaDataset(const std::string& spec, const DatasetOptions&) {
+  return FormatUnavailable(kNoRdkafka, spec);
+}
+const std::vector<KafkaPartitionWindow>* KafkaWindowsOf(const Dataset&) { return nullptr; }
+bool KafkaAvailable() { return false; }
+
+#endif
+
+void RegisterKafkaFormat() {
+  RegisterDatasetFormat({"kafka", {}, OpenKafkaDataset,
+                         "Kafka topic window: kafka://HOST:PORT/TOPIC[?start=earliest|latest|N|"
+                         "ts:T][&end=...][&count=N][&partitions=..][&value=raw|json][&field=F]"});
+}
+
+}  // namespace stoker

@@ -1,0 +1,94 @@
+// The kafka: spec and the value codecs, without a broker (python/tests/test_kafka.py reads
+// from a real one).
+#include "formats/kafka_dataset.h"
+
+#include <cstdint>
+#include <gtest/gtest.h>
+
+namespace stoker {
+namespace {
+
+TEST(KafkaSpec, UrlAndPrefixForms) {
+  auto a = ParseKafkaSpec("//127.0.0.1:9092,10.0.0.2:9092/train?start=5&end=ts:2026-12-03T10:00:00Z");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->bootstrap, "127.0.0.1:9092,10.0.0.2:9092");
+  EXPECT_EQ(a->topic, "train");
+  EXPECT_EQ(a->start.kind, KafkaBound::kOffset);
+  EXPECT_EQ(a->start.value, 5);
+  EXPECT_EQ(a->end.kind, KafkaBound::kTimestamp);
+  EXPECT_EQ(a->end.value, 1796292000000);
+
+  auto b = ParseKafkaSpec("train?bootstrap=h:1&partitions=2,0&count=10&value=json&base64=jpg&"
+                          "meta=key,offset&rdkafka.fetch.min.bytes=1000");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->bootstrap, "h:1");
+  EXPECT_EQ(b->partitions, (std::vector<int32_t>{2, 0}));
+  EXPECT_EQ(b->count, 10);
+  EXPECT_EQ(b->value, KafkaSpec::kJson);
+  EXPECT_EQ(b->base64.count("jpg"), 1u);
+  EXPECT_EQ(b->meta.size(), 2u);
+  EXPECT_EQ(b->config.at("fetch.min.bytes"), "1000");
+}
+
+TEST(KafkaSpec, BadSpecsSayWhatIsWrong) {
+  auto msg = [](const std::string& s) {
+    auto r = ParseKafkaSpec(s);
+    EXPECT_FALSE(r.ok()) << s;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(msg("train").find("no broker"), std::string::npos);
+  EXPECT_NE(msg("//h:1").find("kafka://HOST:PORT/TOPIC"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?start=soon").find("start='soon'"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?end=earliest").find("end=earliest"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?ranges=0:5").find("PARTITION:BEGIN-END"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?ranges=0:9-5").find("not a valid range"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?ranges=0:1-5,0:5-6").find("twice"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?value=avro").find("value='avro'"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?meta=headers").find("meta 'headers'"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?offset=3").find("unknown option 'offset'"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?count=-1").find("negative"), std::string::npos);
+}
+
+// A pinned spec parses back to the same window and options.
+TEST(KafkaSpec, PinnedRangesRoundTrip) {
+  auto s = ParseKafkaSpec("//h:1/t?value=json&base64=jpg,png&meta=timestamp&field=x&timeout_ms=500");
+  ASSERT_TRUE(s.ok());
+  std::map<int32_t, std::pair<int64_t, int64_t>> r{{0, {3, 10}}, {2, {0, 7}}};
+  std::string pinned = KafkaSpecWithRanges(*s, r);
+  ASSERT_EQ(pinned.rfind("kafka:", 0), 0u) << pinned;
+  auto back = ParseKafkaSpec(pinned.substr(6));
+  ASSERT_TRUE(back.ok()) << pinned << ": " << back.status().ToString();
+  EXPECT_EQ(back->ranges, r);
+  EXPECT_EQ(back->value, KafkaSpec::kJson);
+  EXPECT_EQ(back->base64, s->base64);
+  EXPECT_EQ(back->meta, s->meta);
+  EXPECT_EQ(back->field, "x");
+  EXPECT_EQ(back->timeout_ms, 500);
+  EXPECT_EQ(back->topic, "t");
+  EXPECT_EQ(back->bootstrap, "h:1");
+}
+
+TEST(KafkaSpec, Base64) {
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(DecodeBase64("aGVsbG8gd29ybGQ=", &out));
+  EXPECT_EQ(std::string(out.begin(), out.end()), "hello world");
+  ASSERT_TRUE(DecodeBase64("aGk", &out));  // unpadded
+  EXPECT_EQ(std::string(out.begin(), out.end()), "hi");
+  ASSERT_TRUE(DecodeBase64("", &out));
+  EXPECT_TRUE(out.empty());
+  EXPECT_FALSE(DecodeBase64("aGk*", &out));
+  EXPECT_FALSE(DecodeBase64("aG=k", &out));
+  EXPECT_FALSE(DecodeBase64("a", &out));  // 6 bits cannot end a byte
+}
+
+// No broker listens: opening fails within the timeout, naming the broker and topic.
+TEST(KafkaDataset, UnreachableBrokerIsAClearError) {
+  if (!KafkaAvailable()) GTEST_SKIP() << "built without librdkafka";
+  auto ds = OpenDataset("kafka://127.0.0.1:1/nothing?timeout_ms=1500");
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("127.0.0.1:1"), std::string::npos) << ds.status().ToString();
+  EXPECT_NE(ds.status().message().find("nothing"), std::string::npos) << ds.status().ToString();
+}
+
+}  // namespace
+}  // namespace stoker
