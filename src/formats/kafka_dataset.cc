@@ -581,6 +581,9 @@ class KafkaDataset final : public Dataset {
     std::map<int64_t, Held> ahead GUARDED_BY(mu);  // fetched, not read yet
     std::map<int64_t, int64_t> gaps GUARDED_BY(mu);  // missing [begin, end)
     int64_t delivered_max GUARDED_BY(mu) = -1;
+    // Offsets the stream delivered in this pass, as disjoint [begin, end) intervals (mostly
+    // one: the stream reads forward, restarts are rare).
+    std::map<int64_t, int64_t> covered GUARDED_BY(mu);
   };
 
   std::pair<Cursor*, int64_t> Locate(uint64_t index) const {
@@ -592,6 +595,32 @@ class KafkaDataset final : public Dataset {
     return {c, c->win.begin + static_cast<int64_t>(index - shards_[k].begin)};
   }
 
+  // Adds `o` to the offsets covered; true when it was covered already.
+  static bool Cover(Cursor* c, int64_t o) REQUIRES(c->mu) {
+    auto& iv = c->covered;
+    auto it = iv.upper_bound(o);  // the first interval starting after o
+    if (it != iv.begin()) {
+      auto prev = std::prev(it);
+      if (o < prev->second) return true;
+      if (o == prev->second) {  // extends prev; maybe joins the next
+        prev->second = o + 1;
+        if (it != iv.end() && it->first == o + 1) {
+          prev->second = it->second;
+          iv.erase(it);
+        }
+        return false;
+      }
+    }
+    if (it != iv.end() && it->first == o + 1) {
+      int64_t e = it->second;
+      iv.erase(it);
+      iv.emplace(o, e);
+      return false;
+    }
+    iv.emplace(o, o + 1);
+    return false;
+  }
+
   void StopLocked(Cursor* c) const REQUIRES(c->mu) {
     if (c->started) {
       rd_kafka_consume_stop(client_->rkt(), c->win.partition);
@@ -601,8 +630,9 @@ class KafkaDataset final : public Dataset {
   }
 
   Status StartLocked(Cursor* c, int64_t off) const REQUIRES(c->mu) {
+    // Messages already held stay: they are still wanted, and the ones the restarted stream
+    // delivers again are dropped (emplace keeps the first).
     StopLocked(c);
-    c->ahead.clear();
     if (rd_kafka_consume_start(client_->rkt(), c->win.partition, off) == -1) {
       return IOError("kafka: cannot start reading {} partition {} at offset {}: {}",
                      client_->Where(), c->win.partition, off,
@@ -639,15 +669,25 @@ class KafkaDataset final : public Dataset {
       if (off >= b && off < e) return Missing(c, off, b, e);
     }
     if (!c->started || off < c->next) {
-      // Not started, or re-reading (a later epoch, an evicted prefix): restart there.
-      if (c->started) seeks_++;
+      // Not started, or an offset the stream passed and that is not held: restart there.
+      // With messages held, this is a read out of order inside a pass (a shuffle buffer's
+      // window): what the restarted stream delivers again (`covered`) was held or read
+      // already and is dropped. With none held, a new pass (a later epoch) begins.
+      if (c->started || c->next >= 0) seeks_++;
+      if (c->ahead.empty()) c->covered.clear();
       STOKER_RETURN_IF_ERROR(StartLocked(c, off));
     }
     auto t0 = Clock::now();
     auto last_progress = t0;
     rd_kafka_message_t* batch[256];
     for (;;) {
-      ssize_t n = rd_kafka_consume_batch(client_->rkt(), c->win.partition, 100, batch, 256);
+      // What the client has queued, without waiting (consume_batch with a timeout waits
+      // for a full batch); when nothing is, wait for one message only.
+      ssize_t n = rd_kafka_consume_batch(client_->rkt(), c->win.partition, 0, batch, 256);
+      if (n == 0) {
+        batch[0] = rd_kafka_consume(client_->rkt(), c->win.partition, 100);
+        n = batch[0] ? 1 : (rd_kafka_last_error() == RD_KAFKA_RESP_ERR__TIMED_OUT ? 0 : -1);
+      }
       rd_kafka_poll(client_->rk(), 0);  // error callbacks
       if (n < 0) {
         wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
@@ -669,11 +709,14 @@ class KafkaDataset final : public Dataset {
         if (mo > c->next) NoteGap(c, c->next, mo);
         c->next = mo + 1;
         last_progress = Clock::now();
+        bool again = Cover(c, mo);  // held or read already in this pass
         if (mo == off) {
           *h = std::move(m);
           got = true;
-        } else if (mo > off && mo < c->win.end) {
-          c->ahead.emplace(mo, std::move(m));  // read next, by this or another thread
+        } else if (!again && mo < c->win.end) {
+          // Before or after `off`: wanted soon by this or another thread (a shuffle buffer
+          // reads a window of offsets out of order).
+          c->ahead.emplace(mo, std::move(m));
         }
       }
       if (st.ok() && !got && c->started && c->next > off) {
