@@ -14,8 +14,8 @@ epoch reads the messages that arrived since the previous window's end (an epoch 
 nothing new yields no batches): a stream cut into epochs.
 
 With several ranks (torch.distributed initialized), rank 0 resolves the window and
-broadcasts it, so every rank reads the same one; partitions are split among ranks as
-shards are.
+broadcasts it, so every rank reads the same one; ranks take disjoint samples of one global
+order, as for files.
 """
 
 from ._errors import _ext, bad_argument

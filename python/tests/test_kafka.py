@@ -1,0 +1,235 @@
+"""The kafka:// source (issue 10, item 1) against a real Apache Kafka broker on 127.0.0.1
+(scripts/servers/kafka.sh: Kafka 4.1 in KRaft mode), messages produced by confluent-kafka.
+
+Each test makes its own topic. What is checked: every message of the window exactly once
+per epoch with its bytes, ranks with disjoint samples and equal batch counts, exact resume
+from state_dict() after the topic grew, follow=new epochs, timestamp windows, JSON values
+with base64 images decoded by the pipeline, and deleted offsets named in the error (or
+counted with on_error=skip), unknown topics and partitions named.
+"""
+import json
+import os
+import base64
+import uuid
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker_testing import needs_ext
+
+pytestmark = needs_ext
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bootstrap():
+    b = os.environ.get("STOKER_TEST_KAFKA_BOOTSTRAP")
+    if not b:
+        if os.environ.get("STOKER_SERVERS_UP") == "1":
+            pytest.fail("Kafka test broker (scripts/servers/kafka.sh) variable missing: "
+                        "STOKER_TEST_KAFKA_BOOTSTRAP")
+        pytest.skip("Kafka test broker not running (scripts/servers/kafka.sh; needs "
+                    "STOKER_TEST_KAFKA_BOOTSTRAP)")
+    return b
+
+
+def _topic(bootstrap, partitions):
+    name = "t-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    return name
+
+
+def _produce(bootstrap, topic, values, partitions, start=0, timestamps=None):
+    """Message i (value values[i]) goes to partition (start + i) % partitions."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        kw = {"timestamp": timestamps[i]} if timestamps else {}
+        p.produce(topic, value=v, key=str(start + i).encode(),
+                  partition=(start + i) % partitions, **kw)
+    assert p.flush(30) == 0
+
+
+def _values(n, start=0):
+    return [f"message {start + i} ".encode() * (1 + (start + i) % 7) for i in range(n)]
+
+
+def _epoch(p):
+    """{key: bytes} of one pass, checking that no key comes twice."""
+    got = {}
+    for b in p:
+        data, offs = b["data"], b["offsets"]
+        for k, key in enumerate(b["key"]):
+            assert key not in got, f"{key} delivered twice"
+            got[key] = bytes(data[offs[k]:offs[k + 1]])
+    return got
+
+
+def _expected(topic, values, partitions, start=0):
+    """{topic/partition/offset: value} for messages produced by _produce in one go into an
+    empty topic (offsets count per partition)."""
+    out, per = {}, [0] * partitions
+    for i, v in enumerate(values):
+        part = (start + i) % partitions
+        out[f"{topic}/{part}/{per[part]}"] = v
+        per[part] += 1
+    return out
+
+
+def _pipe(bootstrap, topic, query="", **kw):
+    kw.setdefault("batch_size", 8)
+    kw.setdefault("decode", "raw")
+    return stoker.Pipeline(f"kafka://{bootstrap}/{topic}" + (f"?{query}" if query else ""),
+                           keys=True, **kw)
+
+
+def test_every_message_once_per_epoch_with_its_bytes(bootstrap):
+    topic = _topic(bootstrap, 3)
+    vals = _values(300)
+    _produce(bootstrap, topic, vals, 3)
+    want = _expected(topic, vals, 3)
+    p = _pipe(bootstrap, topic, shuffle_buffer=64)
+    assert p.dataset_size == 300
+    first = _epoch(p)
+    assert first == want
+    second = _epoch(p)  # the same window again, in another order
+    assert second == want
+    assert list(first) != list(second), "the shuffle did not change the order between epochs"
+    c = p.stats()["source"]["counters"]
+    assert c["kafka_messages"] == 600 and c["kafka_missing_offsets"] == 0
+
+
+def test_ranks_split_the_window_with_equal_batches(bootstrap):
+    # 192 = 2 ranks x 12 batches x 8: no tail to pad (with a tail, the default balance pads
+    # as DistributedSampler does; test_distributed.py covers that).
+    topic = _topic(bootstrap, 4)
+    vals = _values(192)
+    _produce(bootstrap, topic, vals, 4)
+    want = _expected(topic, vals, 4)
+    seen, lens = {}, []
+    for rank in (0, 1):
+        p = _pipe(bootstrap, topic, rank=rank, world_size=2)
+        got = _epoch(p)
+        lens.append(len(p))
+        assert not set(got) & set(seen), "a message went to both ranks"
+        seen.update(got)
+    assert lens == [12, 12]
+    assert seen == want
+
+
+def test_resume_is_exact_after_the_topic_grew(bootstrap):
+    topic = _topic(bootstrap, 2)
+    vals = _values(120)
+    _produce(bootstrap, topic, vals, 2)
+    want = _expected(topic, vals, 2)
+    p = _pipe(bootstrap, topic, "start=earliest", shuffle_buffer=32, seed=7)
+    head = {}
+    it = iter(p)
+    for _ in range(6):
+        b = next(it)
+        for k, key in enumerate(b["key"]):
+            head[key] = bytes(b["data"][b["offsets"][k]:b["offsets"][k + 1]])
+    state = p.state_dict()
+    assert state["kafka"]["ranges"] == {"0": [0, 60], "1": [0, 60]}
+    del it, p
+    # The stream moves on while the job is down: the resumed epoch still reads its window.
+    _produce(bootstrap, topic, _values(50, start=120), 2, start=120)
+    q = _pipe(bootstrap, topic, "start=earliest", shuffle_buffer=32, seed=7)
+    assert q.dataset_size == 170  # a fresh open sees the new messages...
+    q.load_state_dict(state)
+    assert q.dataset_size == 120  # ...the resumed one reads the saved window
+    tail = _epoch(q)
+    assert not set(head) & set(tail), "resume repeated messages"
+    assert {**head, **tail} == want, "resume lost messages or read new ones"
+
+
+def test_follow_new_reads_what_arrived_since_the_last_epoch(bootstrap):
+    topic = _topic(bootstrap, 2)
+    _produce(bootstrap, topic, _values(40), 2)
+    p = _pipe(bootstrap, topic, "follow=new")
+    e0 = _epoch(p)
+    assert len(e0) == 40
+    _produce(bootstrap, topic, _values(24, start=40), 2, start=40)
+    e1 = _epoch(p)
+    assert len(e1) == 24 and not set(e0) & set(e1)
+    assert sorted(int(k.rsplit("/", 1)[1]) for k in e1 if k.split("/")[1] == "0") == list(range(20, 32))
+    assert _epoch(p) == {}  # nothing new: an empty epoch, not a replay
+    st = p.state_dict()["kafka"]
+    assert st["follow"] == "new" and st["ranges"] == {"0": [32, 32], "1": [32, 32]}
+
+
+def test_timestamp_window(bootstrap):
+    topic = _topic(bootstrap, 1)
+    base = 1_790_000_000_000
+    vals = _values(30)
+    _produce(bootstrap, topic, vals, 1, timestamps=[base + 1000 * i for i in range(30)])
+    p = _pipe(bootstrap, topic, f"start=ts:{base + 10_000}&end=ts:{base + 20_000}&meta=timestamp",
+              shuffle=False)
+    got = _epoch(p)
+    assert sorted(int(k.rsplit("/", 1)[1]) for k in got) == list(range(10, 20))
+    assert got[f"{topic}/0/10"] == vals[10]
+
+
+def test_json_values_with_base64_images_decode_as_from_files(bootstrap, image_folder):
+    # The folder's JPEGs as JSON messages ({"jpg": base64, "label": class}) on one partition,
+    # in the folder's order: the same pipeline gives the same pixels and labels as the folder.
+    topic = _topic(bootstrap, 1)
+    files = sorted(os.path.relpath(os.path.join(d, f), image_folder)
+                   for d, _, fs in os.walk(image_folder) for f in fs)
+    msgs = []
+    for rel in files:
+        with open(os.path.join(image_folder, rel), "rb") as fh:
+            msgs.append(json.dumps({"jpg": base64.b64encode(fh.read()).decode(),
+                                    "label": int(rel.split("/")[0].split("_")[-1]),
+                                    "caption": rel}).encode())
+    _produce(bootstrap, topic, msgs, 1)
+    opts = dict(batch_size=4, decode="val", image_size=32, val_resize=36, shuffle=False,
+                keys=True, layout="uint8")
+
+    def images(p):
+        out = []
+        for b in p:
+            out += [(key, int(lab), np.asarray(img)) for key, lab, img in
+                    zip(b["key"], b["label"], b["image"])]
+        return out
+
+    ref = {k: (lab, img) for k, lab, img in images(stoker.Pipeline(image_folder, **opts))}
+    got = images(stoker.Pipeline(f"kafka://{bootstrap}/{topic}?value=json&base64=jpg", **opts))
+    assert len(got) == len(files) == len(ref)
+    for key, lab, img in got:
+        rel = os.path.splitext(files[int(key.rsplit("/", 1)[1])])[0]
+        assert (lab, img.tobytes()) == (ref[rel][0], ref[rel][1].tobytes()), rel
+
+
+def test_deleted_offsets_are_named_or_counted(bootstrap):
+    topic = _topic(bootstrap, 1)
+    _produce(bootstrap, topic, _values(50), 1)
+    p = _pipe(bootstrap, topic, "timeout_ms=5000", shuffle=False)  # window 0-50, resolved now
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = ck.TopicPartition(topic, 0, 10)  # delete offsets 0..9
+    for f in admin.delete_records([tp]).values():
+        f.result(timeout=30)
+    with pytest.raises(Exception) as e:
+        _epoch(p)
+    msg = str(e.value)
+    assert "offsets 0-9 are missing" in msg and topic in msg and "partition 0" in msg, msg
+    q = _pipe(bootstrap, topic, "ranges=0:0-50", shuffle=False, on_error="skip")
+    got = _epoch(q)
+    assert sorted(int(k.rsplit("/", 1)[1]) for k in got) == list(range(10, 50))
+    st = q.stats()
+    assert st["skipped"] == 10 and st["source"]["counters"]["kafka_missing_offsets"] == 10
+
+
+def test_unknown_topic_partition_and_future_end_are_named(bootstrap):
+    with pytest.raises(Exception, match="does not exist"):
+        _pipe(bootstrap, "no-such-topic-" + uuid.uuid4().hex[:6], "timeout_ms=5000")
+    topic = _topic(bootstrap, 2)
+    _produce(bootstrap, topic, _values(10), 2)
+    with pytest.raises(Exception, match="has no partition 5"):
+        _pipe(bootstrap, topic, "partitions=5")
+    with pytest.raises(Exception, match="past the high watermark 5"):
+        _pipe(bootstrap, topic, "end=100")
+    with pytest.raises(Exception, match="not a JSON object"):
+        _epoch(_pipe(bootstrap, topic, "value=json"))
