@@ -233,3 +233,61 @@ def test_unknown_topic_partition_and_future_end_are_named(bootstrap):
         _pipe(bootstrap, topic, "end=100")
     with pytest.raises(Exception, match="not a JSON object"):
         _epoch(_pipe(bootstrap, topic, "value=json"))
+
+
+@pytest.fixture
+def own_broker(tmp_path, bootstrap):
+    """A second broker of this test's own (scripts/servers/kafka.sh under tmp_path), to
+    pause and kill without touching the shared one."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(root, "scripts", "servers", "kafka.sh")
+    env = dict(os.environ, STOKER_SERVERS_DIR=str(tmp_path / "servers"))
+    r = subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    addr = r.stdout.strip().split("=", 1)[1]
+    pid = int((tmp_path / "servers" / "kafka" / "kafka.pid").read_text())
+    yield addr, pid
+    subprocess.run(["bash", script, "stop"], env=env, capture_output=True, timeout=60)
+
+
+def test_a_paused_broker_is_waited_for_and_a_dead_one_named(own_broker):
+    import signal
+    import time
+    addr, pid = own_broker
+    topic = _topic(addr, 2)
+    vals = _values(400)
+    _produce(addr, topic, vals, 2)
+    want = _expected(topic, vals, 2)
+    # Paused for 3 s mid-epoch (a GC pause, a network blip): the epoch completes, exact.
+    p = _pipe(addr, topic, "timeout_ms=8000&rdkafka.queued.max.messages.kbytes=1",
+              shuffle=False, prefetch=1, threads=1)
+    got, it = {}, iter(p)
+    for _ in range(5):
+        b = next(it)
+        for k, key in enumerate(b["key"]):
+            got[key] = bytes(b["data"][b["offsets"][k]:b["offsets"][k + 1]])
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(3)
+    os.kill(pid, signal.SIGCONT)
+    for b in it:
+        for k, key in enumerate(b["key"]):
+            assert key not in got
+            got[key] = bytes(b["data"][b["offsets"][k]:b["offsets"][k + 1]])
+    assert got == want
+    # Killed mid-epoch: after timeout_ms without progress, an error naming broker, topic
+    # and partition, not a hang.
+    q = _pipe(addr, topic, "timeout_ms=3000&rdkafka.queued.max.messages.kbytes=1",
+              shuffle=False, prefetch=1, threads=1)
+    it = iter(q)
+    next(it)
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as e:
+        for _ in it:
+            pass
+    msg = str(e.value)
+    assert addr in msg and topic in msg and "partition" in msg, msg
+    # timeout_ms for the first read, then the reads of the same batch fail fast
+    assert time.monotonic() - t0 < 20

@@ -709,6 +709,7 @@ class KafkaDataset final : public Dataset {
         if (mo > c->next) NoteGap(c, c->next, mo);
         c->next = mo + 1;
         last_progress = Clock::now();
+        progress_++;
         bool again = Cover(c, mo);  // held or read already in this pass
         if (mo == off) {
           *h = std::move(m);
@@ -729,10 +730,16 @@ class KafkaDataset final : public Dataset {
         wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
         return st;
       }
-      if (Clock::now() - last_progress > std::chrono::milliseconds(client_->spec().timeout_ms)) {
+      // After a read timed out and no message arrived since (on any partition), the broker
+      // is still gone: fail the next reads after a short wait, not timeout_ms each (a batch
+      // of them would take batch_size times as long to report).
+      int wait_ms = stalled_at_.load() == progress_.load() ? 200 : client_->spec().timeout_ms;
+      if (Clock::now() - last_progress > std::chrono::milliseconds(wait_ms)) {
+        stalled_at_ = progress_.load();
         wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
         return IOError("kafka: no message from {} partition {} at offset {} in {} ms{}",
-                       client_->Where(), c->win.partition, off, client_->spec().timeout_ms,
+                       client_->Where(), c->win.partition, off,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(),
                        client_->Detail());
       }
     }
@@ -827,6 +834,8 @@ class KafkaDataset final : public Dataset {
   uint64_t size_ = 0;
   mutable std::atomic<uint64_t> messages_{0}, bytes_{0}, seeks_{0}, missing_{0};
   mutable std::atomic<int64_t> wait_ns_{0};
+  // Messages consumed (any partition), and its value when a read last timed out (-1: never).
+  mutable std::atomic<int64_t> progress_{0}, stalled_at_{-1};
 };
 
 }  // namespace
