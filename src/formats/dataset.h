@@ -79,6 +79,10 @@ class Dataset {
   // not (kInvalidArgument: e.g. gzip-compressed shards, read sequentially). Callers that
   // need random access (a full-permutation shuffle, random-read benches) ask first.
   virtual Status CheckRandomAccess() const { return Status::OK(); }
+  // The most read threads that help (0: no limit). A stream source whose reads of one
+  // partition are serialized (Kafka) returns its partition count: more threads only wait
+  // on each other, and that wait would look like I/O to the thread tuner.
+  virtual int max_read_threads() const { return 0; }
 };
 
 struct DatasetOptions {

@@ -520,6 +520,7 @@ class KafkaDataset final : public Dataset {
     return InvalidArgument("kafka: partitions are read in offset order (a shuffle buffer "
                            "shuffles them; a full permutation would seek per message)");
   }
+  int max_read_threads() const override { return std::max<int>(1, static_cast<int>(shards_.size())); }
   std::vector<std::string> notes() const override {
     std::vector<std::string> n;
     for (const auto& w : windows_) {
@@ -595,6 +596,18 @@ class KafkaDataset final : public Dataset {
     return {c, c->win.begin + static_cast<int64_t>(index - shards_[k].begin)};
   }
 
+  static constexpr int64_t kBackfill = 16384;
+
+  static bool IsCovered(const Cursor* c, int64_t o) REQUIRES(c->mu) {
+    auto it = c->covered.upper_bound(o);
+    return it != c->covered.begin() && o < std::prev(it)->second;
+  }
+  // The first offset of the uncovered run that holds `o` (not covered itself).
+  static int64_t HoleStart(const Cursor* c, int64_t o) REQUIRES(c->mu) {
+    auto it = c->covered.upper_bound(o);
+    return it == c->covered.begin() ? c->win.begin : std::prev(it)->second;
+  }
+
   // Adds `o` to the offsets covered; true when it was covered already.
   static bool Cover(Cursor* c, int64_t o) REQUIRES(c->mu) {
     auto& iv = c->covered;
@@ -668,14 +681,18 @@ class KafkaDataset final : public Dataset {
     for (const auto& [b, e] : c->gaps) {
       if (off >= b && off < e) return Missing(c, off, b, e);
     }
-    if (!c->started || off < c->next) {
-      // Not started, or an offset the stream passed and that is not held: restart there.
-      // With messages held, this is a read out of order inside a pass (a shuffle buffer's
-      // window): what the restarted stream delivers again (`covered`) was held or read
-      // already and is dropped. With none held, a new pass (a later epoch) begins.
-      if (c->started || c->next >= 0) seeks_++;
-      if (c->ahead.empty()) c->covered.clear();
-      STOKER_RETURN_IF_ERROR(StartLocked(c, off));
+    // `off` is neither held nor missing. Covered (delivered in this pass) means it was read
+    // already: a new pass (a later epoch) begins, and what this one covered is forgotten.
+    if (IsCovered(c, off)) c->covered.clear();
+    // The stream should run over the hole of uncovered offsets that `off` is in, from its
+    // start (those messages are wanted soon: a shuffle buffer reads a window of offsets out
+    // of order), at most kBackfill before `off` (a resume mid-window skips the rest).
+    int64_t from = std::max(HoleStart(c, off), off - kBackfill);
+    for (const auto& [b, e] : c->gaps)  // not from inside a known gap
+      if (from >= b && from < e) from = e;
+    if (!c->started || c->next < from || c->next > off) {
+      if (c->next >= 0) seeks_++;
+      STOKER_RETURN_IF_ERROR(StartLocked(c, from));
     }
     auto t0 = Clock::now();
     auto last_progress = t0;
@@ -695,13 +712,16 @@ class KafkaDataset final : public Dataset {
                        rd_kafka_err2str(rd_kafka_last_error()));
       }
       Status st;
-      bool got = false;
+      bool got = false, restarted = false;
       for (ssize_t i = 0; i < n; ++i) {
         Held m(batch[i]);
-        if (!st.ok()) continue;  // an error ends the batch (the rest are dropped)
+        if (!st.ok() || restarted) continue;  // an error or a restart drops the rest
         if (m.m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;  // wait for more
         if (m.m->err) {
-          st = ErrorOf(c, off, m.m);
+          int64_t restart_at = -1;
+          st = ErrorOf(c, off, m.m, &restart_at);
+          if (st.ok() && restart_at >= 0) st = StartLocked(c, restart_at);
+          restarted = st.ok();  // the rest of this batch is from the old stream
           continue;
         }
         int64_t mo = m.m->offset;
@@ -745,16 +765,22 @@ class KafkaDataset final : public Dataset {
     }
   }
 
-  Status ErrorOf(Cursor* c, int64_t off, rd_kafka_message_t* m) const REQUIRES(c->mu) {
+  // The error a message carries, as a Status; or OK with *restart_at set when the stream
+  // should start again there (it began in offsets deleted since).
+  Status ErrorOf(Cursor* c, int64_t off, rd_kafka_message_t* m, int64_t* restart_at) const
+      REQUIRES(c->mu) {
     rd_kafka_resp_err_t e = m->err;
     if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
       // The offset is below the log start (deleted, retention) or above its end.
       int64_t low = -1, high = -1;
       Status w = client_->Watermarks(c->win.partition, &low, &high);
       StopLocked(c);
-      if (w.ok() && off < low) {
-        NoteGap(c, c->win.begin, low);
-        return Missing(c, off, c->win.begin, std::min(low, c->win.end));
+      if (w.ok() && low > c->win.begin) NoteGap(c, c->win.begin, low);
+      if (w.ok() && off < low) return Missing(c, off, c->win.begin, std::min(low, c->win.end));
+      if (w.ok() && off < high) {
+        // The stream started below the log start; `off` itself is there: start at it.
+        *restart_at = std::max(low, off);
+        return Status::OK();
       }
       return IOError("kafka: {} partition {}: offset {} is out of range (watermarks {}-{})",
                         client_->Where(), c->win.partition, off, low, high);

@@ -269,6 +269,7 @@ Status PipelineImpl::Init() {
   std::vector<TunableInt> th(2);  // [0] read (I/O), [1] compute (decode + augment)
   th[0].autotune = th[1].autotune = opts_.threads == 0 && !fused_;
   th[0].max = std::max(16, budget_threads * 2);
+  if (int m = ds_->max_read_threads(); m > 0) th[0].max = std::min(th[0].max, m);
   th[1].max = std::max(budget_threads, node_budget_->max_cpus());
   th[0].value = 1;
   th[1].value = budget_threads;
