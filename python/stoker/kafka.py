@@ -64,11 +64,11 @@ class KafkaSource:
         if self.follow is None:
             return "same"
         # Everything after the last window's end, up to the high watermark now.
-        now = _ranges(_ext.kafka_window(self.base + ("&" if "?" in self.base else "?") +
-                                        "start=latest"))
-        high = {p: e for p, (_, e) in now.items()}
-        nxt = {p: (self.ranges.get(p, (0, 0))[1] if p in self.ranges else b, high[p])
-               for p, (b, _) in now.items()}
+        now = _ext.kafka_window(self.base + ("&" if "?" in self.base else "?") + "start=latest")
+        # A partition added since starts at its log start.
+        nxt = {int(w["partition"]): (self.ranges[int(w["partition"])][1]
+                                     if int(w["partition"]) in self.ranges else int(w["low"]),
+                                     int(w["high"])) for w in now}
         nxt = {int(p): tuple(r) for p, r in _agreed(nxt).items()}
         if all(e <= b for b, e in nxt.values()):
             self.ranges = {p: (b, b) for p, (b, _) in nxt.items()}

@@ -158,6 +158,14 @@ def test_follow_new_reads_what_arrived_since_the_last_epoch(bootstrap):
     assert _epoch(p) == {}  # nothing new: an empty epoch, not a replay
     st = p.state_dict()["kafka"]
     assert st["follow"] == "new" and st["ranges"] == {"0": [32, 32], "1": [32, 32]}
+    # A partition added to the topic is read from its log start by the next epoch.
+    from confluent_kafka.admin import NewPartitions
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    _produce(bootstrap, topic, _values(6, start=2), 3, start=2)  # partitions 2, 0, 1, 2, 0, 1
+    e3 = _epoch(p)
+    assert sorted(e3) == sorted([f"{topic}/2/0", f"{topic}/2/1", f"{topic}/0/32",
+                                 f"{topic}/0/33", f"{topic}/1/32", f"{topic}/1/33"])
 
 
 def test_timestamp_window(bootstrap):
