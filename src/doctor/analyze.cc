@@ -498,6 +498,7 @@ PipelineReport AnalyzePipeline(const telemetry::PipelineMetrics& m, int cpus) {
   r.cache_shared_entries = m.cache_shared_entries;
   r.cache_evictions = m.cache_evictions;
   r.cache_limit_bytes = m.cache_limit_bytes;
+  r.source_counters = m.source_counters;
   r.bottleneck = m.bottleneck;
   if (r.bottleneck.empty()) {
     // The busiest stage (highest busy share, least waiting on its input).

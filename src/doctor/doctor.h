@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -216,6 +217,7 @@ struct PipelineReport {
   uint64_t cache_fetched_bytes = 0, cache_stream_bytes = 0, cache_shared_entries = 0;
   uint64_t cache_evictions = 0;
   int64_t cache_limit_bytes = 0;
+  std::map<std::string, double> source_counters;  // the source's (kafka_fetch_wait_s, ...)
 };
 
 struct CrossRank {

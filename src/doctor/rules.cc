@@ -693,6 +693,41 @@ std::optional<Finding> CacheCold(const Analysis& a, const GpuLogReport*) {
   return f;
 }
 
+// A Kafka source whose read threads spend most of their time waiting for the broker: the
+// pipeline is bound by the fetches, not by decode or the CPUs.
+std::optional<Finding> KafkaBrokerWait(const Analysis& a, const GpuLogReport*) {
+  const auto& p = *a.rep->pipeline;
+  auto wait = p.source_counters.find("kafka_fetch_wait_s");
+  if (wait == p.source_counters.end() || p.wall_s <= 0) return std::nullopt;
+  // The fetch wait is summed over the reads that waited (one per partition stream at a
+  // time; the others wait on that read): against the run's wall time, >= 50% means a
+  // stream was waiting on the broker for at least half of the run.
+  const double share = wait->second / p.wall_s;
+  if (share < 0.5 || p.bottleneck != "read") return std::nullopt;
+  auto get = [&](const char* k) {
+    auto it = p.source_counters.find(k);
+    return it == p.source_counters.end() ? 0.0 : it->second;
+  };
+  const double msgs = get("kafka_messages"), bytes = get("kafka_bytes");
+  Finding f;
+  f.id = "source.kafka_wait";
+  f.severity = p.consumer_wait_frac >= a.th->input_verdict ? "high" : "medium";
+  f.title = "Reads wait on the Kafka broker";
+  f.evidence = fmt::format(
+      "reads waited {:.1f} s for the broker in a {:.1f} s run ({:.1f}x the wall time, summed "
+      "over threads); {:.0f} messages ({:.1f} MB): {:.1f} MB/s from the broker; consumer lag "
+      "{:.0f} messages; the consumer waits {} of the time.",
+      wait->second, p.wall_s, share, msgs, bytes / 1e6, bytes / 1e6 / p.wall_s,
+      get("kafka_lag"), Pct(p.consumer_wait_frac));
+  f.fix = "stoker reads each partition as one stream, so a topic's read parallelism is its "
+          "partition count: spread the topic over more partitions; let fetches carry more "
+          "(librdkafka's fetch.min.bytes small, fetch.wait.max.ms 50-100, "
+          "max.partition.fetch.bytes >= 1 MB, as rdkafka.NAME=VALUE in the kafka: URL); put "
+          "the brokers near the trainers; for data trained on many times, land it in shards or "
+          "a Delta table once and read those (docs/kafka.md).";
+  return f;
+}
+
 std::optional<Finding> PipelineStage(const Analysis& a, const GpuLogReport* log) {
   const Thresholds& th = *a.th;
   const auto& p = *a.rep->pipeline;
@@ -910,6 +945,11 @@ const std::vector<Rule>& Rules() {
      "cache_dir set and under half the bytes read came from the cache (too small when more "
      "streamed through than was fetched); medium when the consumer waits >= {input_verdict}",
      "", "stoker (cache hit rate, bytes fetched and streamed)", &CacheCold},
+    {"source.kafka_wait", RuleScope::kPipeline,
+     "a kafka: source, the read stage bounds the pipeline, and reads waited for the broker "
+     ">= 50% of the wall time (summed over threads); high when the consumer waits >= "
+     "{input_verdict}",
+     "", "stoker (kafka_fetch_wait_s, kafka_lag)", &KafkaBrokerWait},
     // After the verdict.
     {"compute.bound", RuleScope::kVerdict, "the compute_bound verdict on a trace", "",
      "stoker", &ComputeBound},

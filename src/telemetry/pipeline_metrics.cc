@@ -38,6 +38,7 @@ Result<PipelineMetrics> ParsePipelineMetrics(std::string_view text, const std::s
     m.cache_evictions = st.cache.evictions;
     m.cache_limit_bytes = st.cache.limit_bytes;
   }
+  m.source_counters = st.source_counters;
   for (const auto& s : st.stages) {
     StageMetrics sm;
     sm.name = s.name;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,8 @@ struct PipelineMetrics {
   uint64_t cache_fetched_bytes = 0, cache_stream_bytes = 0, cache_shared_entries = 0;
   uint64_t cache_evictions = 0;
   int64_t cache_limit_bytes = 0;
+  // The source's own counters (Dataset::counters(): kafka_fetch_wait_s, kafka_lag, ...).
+  std::map<std::string, double> source_counters;
 };
 
 // `text` is the JSON object; it may also be nested under "pipeline" or "stats".
