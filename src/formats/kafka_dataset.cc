@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <atomic>
 #include <chrono>
@@ -169,8 +170,17 @@ Result<KafkaSpec> ParseKafkaSpec(const std::string& spec_in) {
   }
   if (s.bootstrap.empty())
     return InvalidArgument("kafka: no broker: use kafka://HOST:PORT/{} or ?bootstrap=HOST:PORT", s.topic);
-  if (s.topic.empty() || s.topic.find('/') != std::string::npos)
-    return InvalidArgument("kafka: '{}' is not a topic name", s.topic);
+  // Kafka's own rule for topic names: 1-249 of [a-zA-Z0-9._-].
+  auto legal = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  };
+  if (s.topic.empty() || s.topic.size() > 249 || !std::all_of(s.topic.begin(), s.topic.end(), legal))
+    return InvalidArgument("kafka: '{}' is not a topic name (1-249 of a-z A-Z 0-9 . _ -)", s.topic);
+  for (char ch : s.bootstrap) {
+    if (ch == '/' || ch == '?' || ch == '&' || ch == '=' || std::isspace(static_cast<unsigned char>(ch)) ||
+        !std::isprint(static_cast<unsigned char>(ch)))
+      return InvalidArgument("kafka: bootstrap '{}' is not HOST:PORT[,HOST:PORT...]", s.bootstrap);
+  }
   return s;
 }
 

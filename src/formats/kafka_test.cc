@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 namespace stoker {
 namespace {
 
@@ -47,6 +50,8 @@ TEST(KafkaSpec, BadSpecsSayWhatIsWrong) {
   EXPECT_NE(msg("//h:1/t?meta=headers").find("meta 'headers'"), std::string::npos);
   EXPECT_NE(msg("//h:1/t?offset=3").find("unknown option 'offset'"), std::string::npos);
   EXPECT_NE(msg("//h:1/t?count=-1").find("negative"), std::string::npos);
+  EXPECT_NE(msg("//h:1/a b").find("not a topic name"), std::string::npos);
+  EXPECT_NE(msg("t?bootstrap=h:1/x").find("not HOST:PORT"), std::string::npos);
 }
 
 // A pinned spec parses back to the same window and options.
@@ -66,6 +71,19 @@ TEST(KafkaSpec, PinnedRangesRoundTrip) {
   EXPECT_EQ(back->timeout_ms, 500);
   EXPECT_EQ(back->topic, "t");
   EXPECT_EQ(back->bootstrap, "h:1");
+}
+
+// What kafka_spec_fuzz found: a bootstrap holding '/' parsed, and its pinned form
+// (kafka://BOOTSTRAP/TOPIC?...) read back as another broker and topic.
+TEST(KafkaSpec, FuzzFoundBootstrapWithSlashIsRefused) {
+  std::ifstream in(std::string(STOKER_SOURCE_DIR) +
+                       "/tests/data/fuzz/kafka_spec_fuzz/bootstrap_with_slash.bin",
+                   std::ios::binary);
+  ASSERT_TRUE(in.good());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto r = ParseKafkaSpec(text);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not"), std::string::npos) << r.status().ToString();
 }
 
 TEST(KafkaSpec, Base64) {
