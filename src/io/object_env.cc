@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -31,7 +32,8 @@ bool IsObjectStoreUri(std::string_view p) {
 
 namespace {
 
-std::atomic<uint64_t> g_get{0}, g_bytes{0}, g_retries{0}, g_head{0}, g_list{0}, g_written{0};
+std::atomic<uint64_t> g_get{0}, g_bytes{0}, g_retries{0}, g_head{0}, g_list{0}, g_written{0},
+    g_cut{0};
 
 // Routes object URLs to the object-store Env and everything else to the local one.
 class SchemeRouterEnv final : public Env {
@@ -76,8 +78,97 @@ ObjectStoreCounters GetObjectStoreCounters() {
   c.head_requests = g_head.load();
   c.list_requests = g_list.load();
   c.objects_written = g_written.load();
+  c.cut_responses = g_cut.load();
   return c;
 }
+
+
+namespace object_internal {
+
+namespace {
+// Markers for the tail of a read: arbitrary bytes, two so that data equal to one is taken on
+// the next attempt.
+constexpr uint8_t kMarker[2][8] = {{0xC7, 0x1A, 0x5E, 0x93, 0x0D, 0xB4, 0x62, 0xF8},
+                                   {0x38, 0xE5, 0xA1, 0x6C, 0xF2, 0x4B, 0x9D, 0x07}};
+constexpr const char* kEmptyObjectEtag = "d41d8cd98f00b204e9800998ecf8427e";
+
+std::string Unquote(const std::string& e) {
+  if (e.size() >= 2 && e.front() == '"' && e.back() == '"') return e.substr(1, e.size() - 2);
+  return e;
+}
+}  // namespace
+
+Status ReadChecked(const std::string& url, uint64_t object_size, uint64_t off, size_t len,
+                   uint8_t* dst, const ReadFn& read, const RetryPolicy& policy, uint64_t* cut) {
+  size_t done = 0;
+  int cuts = 0;
+  for (int attempt = 0; done < len; ++attempt) {
+    size_t want = len - done;
+    uint8_t* d = dst + done;
+    size_t k = std::min<size_t>(sizeof kMarker[0], want);
+    const uint8_t* marker = kMarker[attempt & 1];
+    std::memcpy(d + want - k, marker, k);
+    STOKER_ASSIGN_OR_RETURN(size_t got, read(off + done, want, d));
+    if (got == 0) {
+      // The server says the object ends before the size it had at open: it changed or was
+      // truncated during the read.
+      return Corrupt(
+          "{}: read bytes [{}, {}): the object ended at {} but had {} bytes when opened: it "
+          "changed or was truncated during the read",
+          url, off, off + len, off + done, object_size);
+    }
+    if (got >= want && std::memcmp(d + want - k, marker, k) == 0) {
+      // Reported complete, but the end of the range was never written: the response was cut
+      // (inside its headers) and the client took it for a whole one. Ask again.
+      ++cuts;
+      if (cut) ++*cut;
+    } else {
+      done += std::min(got, want);
+    }
+    if (done < len) {
+      bool expired = policy.expired && policy.expired();
+      if (expired || attempt + 1 >= policy.max_attempts) {
+        if (cuts > 0)
+          return DeadlineExceeded(
+              "{}: read bytes [{}, {}): {} of {} attempts came back cut short (the connection "
+              "closed inside the response; the client reported success), got {} of {} bytes",
+              url, off, off + len, cuts, attempt + 1, done, len);
+        return DeadlineExceeded("{}: read bytes [{}, {}): got {} of {} bytes before the deadline",
+                                url, off, off + len, done, len);
+      }
+      if (policy.backoff) policy.backoff(attempt);
+    }
+  }
+  return Status::OK();
+}
+
+Result<HeadAnswer> HeadChecked(const std::string& url, const HeadFn& head, bool want_etag,
+                               const RetryPolicy& policy, uint64_t* cut) {
+  HeadAnswer last;
+  int same = 0;
+  for (int attempt = 0;; ++attempt) {
+    STOKER_ASSIGN_OR_RETURN(HeadAnswer a, head());
+    if (!want_etag) return a;  // not an S3 client's answer (GCS's JSON API: parsed bodies)
+    bool complete = !a.etag.empty() && (a.size > 0 || Unquote(a.etag) == kEmptyObjectEtag);
+    if (complete) return a;
+    same = (attempt > 0 && a.size == last.size && a.etag == last.etag) ? same + 1 : 1;
+    // An empty object uploaded in parts has a multipart ETag ("<md5>-1"), not the MD5 of
+    // nothing: the same answer three times is taken. A single-part ETag with size 0 is a cut
+    // answer (that object is not empty), and so is an answer without an ETag (S3 always
+    // sends one): never taken.
+    if (same >= 3 && a.etag.find('-') != std::string::npos) return a;
+    last = a;
+    if (cut) ++*cut;
+    if ((policy.expired && policy.expired()) || attempt + 1 >= std::max(policy.max_attempts, 3))
+      return DeadlineExceeded(
+          "{}: stat: {} HEAD answers came back incomplete (no {}; the connection closed inside "
+          "the response) before the deadline",
+          url, attempt + 1, a.size == 0 ? "Content-Length" : "ETag");
+    if (policy.backoff) policy.backoff(attempt);
+  }
+}
+
+}  // namespace object_internal
 
 #if !defined(STOKER_HAVE_ARROW_S3)
 
@@ -180,6 +271,25 @@ class DeadlineScope {
   int64_t saved_;
 };
 
+double BackoffCapMs(const Config& c, int64_t attempted) {
+  return std::min(c.retry_cap_ms,
+                  c.retry_base_ms * static_cast<double>(1ull << std::min<int64_t>(attempted, 20)));
+}
+
+// The retry policy of our own re-asks (responses the client took for complete although cut):
+// the same backoff as the SDK's retries, inside the call's deadline.
+object_internal::RetryPolicy Policy(const Config& c, const DeadlineScope& dl) {
+  object_internal::RetryPolicy p;
+  p.max_attempts = c.max_attempts;
+  p.expired = [&dl] { return dl.expired(); };
+  p.backoff = [c](int attempt) {
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    std::uniform_real_distribution<double> u(0.0, BackoffCapMs(c, attempt));
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(u(rng) * 1e3)));
+  };
+  return p;
+}
+
 // Exponential backoff with full jitter (AWS's "Exponential Backoff And Jitter"): attempt k
 // waits uniform(0, min(cap, base * 2^k)).
 class BackoffRetryStrategy final : public afs::S3RetryStrategy {
@@ -206,10 +316,7 @@ class BackoffRetryStrategy final : public afs::S3RetryStrategy {
   }
 
  private:
-  double Cap(int64_t attempted) const {
-    return std::min(cfg_.retry_cap_ms,
-                    cfg_.retry_base_ms * static_cast<double>(1ull << std::min<int64_t>(attempted, 20)));
-  }
+  double Cap(int64_t attempted) const { return BackoffCapMs(cfg_, attempted); }
   Config cfg_;
 };
 
@@ -272,6 +379,7 @@ Status FromArrow(const arrow::Status& st, const std::string& what) {
 struct Backend {
   std::shared_ptr<afs::FileSystem> fs;
   std::string scheme;  // "s3://" or "gs://"
+  bool s3_client = true;  // served by Arrow's S3FileSystem (S3, or GCS through HMAC keys)
 };
 
 class ObjectRandomAccessFile final : public RandomAccessFile {
@@ -323,32 +431,26 @@ class ObjectRandomAccessFile final : public RandomAccessFile {
  private:
   Status ReadPart(uint64_t off, size_t len, uint8_t* dst) const {
     DeadlineScope dl(cfg_.deadline_s);
-    size_t done = 0;
-    // The SDK retries whole requests; a response cut short after its headers comes back as
-    // a short read, which we resume from where it stopped until the deadline.
-    for (int attempt = 0; done < len; ++attempt) {
-      g_get.fetch_add(1, std::memory_order_relaxed);
-      auto r = f_->ReadAt(static_cast<int64_t>(off + done), static_cast<int64_t>(len - done),
-                          dst + done);
-      if (!r.ok())
-        return FromArrow(r.status(), fmt::format("{}: read bytes [{}, {}) (object size {})",
-                                                 url_, off, off + len, size_));
-      int64_t got = *r;
-      done += static_cast<size_t>(got);
-      g_bytes.fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
-      if (got == 0) {
-        // The server says the object ends before the size it had at open: it changed or was
-        // truncated during the read.
-        return Corrupt(
-            "{}: read bytes [{}, {}): the object ended at {} but had {} bytes (ETag {}) when "
-            "opened: it changed or was truncated during the read",
-            url_, off, off + len, off + done, size_, etag_.empty() ? "?" : etag_);
-      }
-      if (done < len && (dl.expired() || attempt + 1 >= cfg_.max_attempts))
-        return DeadlineExceeded("{}: read bytes [{}, {}): got {} of {} bytes before the deadline",
-                                url_, off, off + len, done, len);
+    // The SDK retries whole requests that fail; ReadChecked also catches the responses it
+    // takes for complete although they were cut (nothing written), and resumes short reads.
+    uint64_t cut = 0;
+    Status st = object_internal::ReadChecked(
+        url_, size_, off, len, dst,
+        [&](uint64_t o, size_t n, uint8_t* d) -> Result<size_t> {
+          g_get.fetch_add(1, std::memory_order_relaxed);
+          auto r = f_->ReadAt(static_cast<int64_t>(o), static_cast<int64_t>(n), d);
+          if (!r.ok())
+            return FromArrow(r.status(), fmt::format("{}: read bytes [{}, {}) (object size {})",
+                                                     url_, off, off + len, size_));
+          g_bytes.fetch_add(static_cast<uint64_t>(*r), std::memory_order_relaxed);
+          return static_cast<size_t>(*r);
+        },
+        Policy(cfg_, dl), &cut);
+    if (cut) {
+      g_cut.fetch_add(cut, std::memory_order_relaxed);
+      g_retries.fetch_add(cut, std::memory_order_relaxed);
     }
-    return Status::OK();
+    return st;
   }
 
   std::string url_;
@@ -437,19 +539,10 @@ class ArrowObjectEnv final : public Env {
     STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
     STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
     DeadlineScope dl(cfg_.deadline_s);
-    g_head.fetch_add(1, std::memory_order_relaxed);
-    auto f = b.fs->OpenInputFile(key);
-    if (!f.ok()) return Explain(b, url, f.status(), "open");
-    auto sz = (*f)->GetSize();
-    if (!sz.ok()) return FromArrow(sz.status(), url + ": size");
-    std::string etag;
-    auto md = (*f)->ReadMetadata();
-    if (md.ok() && *md) {
-      auto e = (*md)->Get("ETag");
-      if (e.ok()) etag = *e;
-    }
+    std::shared_ptr<arrow::io::RandomAccessFile> file;
+    STOKER_ASSIGN_OR_RETURN(auto head, Head(b, key, url, dl, &file));
     return std::unique_ptr<RandomAccessFile>(new ObjectRandomAccessFile(
-        url, std::move(*f), static_cast<uint64_t>(*sz), std::move(etag), cfg_, pool_));
+        url, std::move(file), head.size, std::move(head.etag), cfg_, pool_));
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& url) override {
@@ -475,15 +568,11 @@ class ArrowObjectEnv final : public Env {
         fi.mtime_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           info->mtime().time_since_epoch())
                           .count();
-        // The ETag comes with a HEAD of the object (Arrow's FileInfo has no field for it).
-        auto f = b.fs->OpenInputFile(key);
-        if (f.ok()) {
-          auto md = (*f)->ReadMetadata();
-          if (md.ok() && *md) {
-            auto e = (*md)->Get("ETag");
-            if (e.ok()) fi.version = *e;
-          }
-        }
+        // The ETag comes with a HEAD of the object (Arrow's FileInfo has no field for it); the
+        // checked HEAD's size too (GetFileInfo's own HEAD may have been cut short).
+        STOKER_ASSIGN_OR_RETURN(auto head, Head(b, key, url, dl, nullptr));
+        fi.size = head.size;
+        fi.version = std::move(head.etag);
         return fi;
       }
       case afs::FileType::Directory:
@@ -546,6 +635,38 @@ class ArrowObjectEnv final : public Env {
     return k;
   }
 
+  // HEAD of an object (Arrow's OpenInputFile), checked for an answer cut inside its headers
+  // (object_internal::HeadChecked). `file` gets the opened handle of the answer taken.
+  Result<object_internal::HeadAnswer> Head(const Backend& b, const std::string& key,
+                                           const std::string& url, const DeadlineScope& dl,
+                                           std::shared_ptr<arrow::io::RandomAccessFile>* file) {
+    uint64_t cut = 0;
+    auto r = object_internal::HeadChecked(
+        url,
+        [&]() -> Result<object_internal::HeadAnswer> {
+          g_head.fetch_add(1, std::memory_order_relaxed);
+          auto f = b.fs->OpenInputFile(key);
+          if (!f.ok()) return Explain(b, url, f.status(), "open");
+          auto sz = (*f)->GetSize();
+          if (!sz.ok()) return FromArrow(sz.status(), url + ": size");
+          object_internal::HeadAnswer a;
+          a.size = static_cast<uint64_t>(*sz);
+          auto md = (*f)->ReadMetadata();
+          if (md.ok() && *md) {
+            auto e = (*md)->Get("ETag");
+            if (e.ok()) a.etag = *e;
+          }
+          if (file) *file = std::move(*f);
+          return a;
+        },
+        /*want_etag=*/b.s3_client, Policy(cfg_, dl), &cut);
+    if (cut) {
+      g_cut.fetch_add(cut, std::memory_order_relaxed);
+      g_retries.fetch_add(cut, std::memory_order_relaxed);
+    }
+    return r;
+  }
+
   // A clear error: missing bucket vs missing key vs denied.
   Status Explain(const Backend& b, const std::string& url, const arrow::Status& st,
                  const std::string& what) {
@@ -579,7 +700,7 @@ class ArrowObjectEnv final : public Env {
       if (!gs_) {
         STOKER_ASSIGN_OR_RETURN(gs_, MakeGcs());
       }
-      return Backend{gs_, "gs://"};
+      return Backend{gs_, "gs://", gs_s3_client_};
     }
     if (url.rfind("s3://", 0) != 0) return InvalidArgument("{}: not an object URL", url);
     std::string ep = EnvStr("AWS_ENDPOINT_URL_S3", EnvStr("AWS_ENDPOINT_URL"));
@@ -628,7 +749,8 @@ class ArrowObjectEnv final : public Env {
 
   Result<std::shared_ptr<afs::FileSystem>> MakeGcs() {
     std::string hkey = EnvStr("STOKER_GCS_HMAC_KEY_ID"), hsec = EnvStr("STOKER_GCS_HMAC_SECRET");
-    if (!hkey.empty() && !hsec.empty())
+    gs_s3_client_ = !hkey.empty() && !hsec.empty();
+    if (gs_s3_client_)
       return MakeS3(EnvStr("STOKER_GCS_XML_ENDPOINT", "https://storage.googleapis.com"),
                     "auto", hkey, hsec);
 #if defined(STOKER_HAVE_ARROW_GCS)
@@ -666,6 +788,7 @@ class ArrowObjectEnv final : public Env {
   std::mutex mu_;
   Config cfg_;
   std::shared_ptr<afs::FileSystem> s3_, gs_;
+  bool gs_s3_client_ = false;
   std::map<std::string, std::shared_ptr<afs::FileSystem>> by_bucket_;
   PartPool* pool_ = nullptr;
 };

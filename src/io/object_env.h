@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,6 +68,8 @@ struct ObjectStoreCounters {
   uint64_t head_requests = 0;   // opens and Stats
   uint64_t list_requests = 0;
   uint64_t objects_written = 0;
+  uint64_t cut_responses = 0;   // responses the client took as complete that were cut short
+                                // inside their headers (re-asked; see object_internal)
 };
 ObjectStoreCounters GetObjectStoreCounters();
 
@@ -74,5 +77,52 @@ ObjectStoreCounters GetObjectStoreCounters();
 // and benches change AWS_ENDPOINT_URL or deadlines between cases). Not thread-safe with
 // concurrent object-store calls.
 void ResetObjectStoreConfigForTesting();
+
+// Checks on what the S3 client reports, kept free of the client so that they are unit-tested
+// in every build. Why they exist: curl and the AWS SDK take a response whose connection was
+// cut inside its headers for a complete one with an empty body (measured against S3Proxy
+// through toxiproxy's limit_data, tests/cli/test_object_store.py). A HEAD cut before
+// Content-Length reports size 0; a ranged GET cut in its headers writes nothing, and
+// Arrow's ReadAt still reports the full count: the caller's buffer comes back unwritten.
+namespace object_internal {
+
+struct RetryPolicy {
+  int max_attempts = 8;
+  std::function<bool()> expired;             // the total deadline has passed
+  std::function<void(int attempt)> backoff;  // waits before attempt+1 (jitter)
+};
+
+// One request for [off, off+n) into dst; returns the bytes it says it wrote.
+using ReadFn = std::function<Result<size_t>(uint64_t off, size_t n, uint8_t* dst)>;
+
+// Reads [off, off+len) of `url` into dst. Before each request the last bytes of the range
+// are set to a marker (two markers, alternating between attempts); a response that reports
+// success but leaves the marker in place wrote nothing there and is asked again. Data whose
+// tail equals a marker is accepted on the next attempt (it no longer equals that attempt's
+// marker). Short reads resume where they stopped; a read of 0 bytes means the object ended
+// early (kCorrupt). Fails with kDeadlineExceeded naming the URL and range once attempts or
+// the deadline are spent. `cut` counts the responses found cut.
+Status ReadChecked(const std::string& url, uint64_t object_size, uint64_t off, size_t len,
+                   uint8_t* dst, const ReadFn& read, const RetryPolicy& policy,
+                   uint64_t* cut = nullptr);
+
+struct HeadAnswer {
+  uint64_t size = 0;
+  std::string etag;
+};
+using HeadFn = std::function<Result<HeadAnswer>()>;
+
+// With `want_etag` (an S3 client's HEAD: S3 always sends an ETag), an answer is taken when it
+// is complete: an ETag and a size > 0, or size 0 with the ETag of an empty object
+// ("d41d8cd98f00b204e9800998ecf8427e", MD5 of nothing). Otherwise the HEAD is asked again;
+// three equal answers in a row of size 0 with a multipart ETag ("<md5>-N") are taken (an
+// empty object uploaded in parts); size 0 with a single-part ETag other than the empty MD5,
+// or no ETag, never is: once attempts or the deadline are spent, kDeadlineExceeded naming
+// the URL. Without `want_etag` the first answer is taken. Errors
+// from `head` are returned as they are.
+Result<HeadAnswer> HeadChecked(const std::string& url, const HeadFn& head, bool want_etag,
+                               const RetryPolicy& policy, uint64_t* cut = nullptr);
+
+}  // namespace object_internal
 
 }  // namespace stoker

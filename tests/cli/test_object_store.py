@@ -5,14 +5,18 @@ Objects uploaded by boto3 read in stoker with the same samples, bytes for bytes,
 local files; shards stoker's convert uploads read back in boto3 identical to a local
 convert; prefixes and brace patterns expand by listing; missing bucket or key and bad
 credentials fail with an error naming the URL; resets are retried and a server that stops
-answering ends in a deadline error, never a hang.
+answering ends in a deadline error, never a hang; a response cut inside its headers (which
+curl and the AWS SDK take for a complete, empty one) is asked again, never delivered.
 """
 import glob
 import json
 import os
 import pathlib
 import random
+import re
+import socket
 import subprocess
+import threading
 import urllib.request
 import uuid
 
@@ -227,3 +231,120 @@ def test_server_that_stops_answering_ends_in_a_deadline_error(datasets, proxied,
     r = _dump(f"wds:{uploaded['wds']}/train-000.tar", tmp_path, env, check=False)
     assert r.returncode != 0
     assert f"{uploaded['wds']}/train-000.tar" in r.stderr, r.stderr
+
+
+# --- responses cut inside their headers ---------------------------------------------------
+
+class CuttingRelay:
+    """127.0.0.1:port -> the S3 server. Cuts the responses to chosen requests after `cut_at`
+    bytes (inside the response's headers) and closes that connection, as a reset on the way
+    does; every other byte passes. `cuts` maps a method to the occurrences to cut (1-based),
+    counted over all connections: {"HEAD": {1}, "GET": {1, 3}}."""
+
+    def __init__(self, endpoint, cuts, cut_at=60):
+        m = re.match(r"https?://([^:/]+):(\d+)", endpoint)
+        self.target = (m.group(1), int(m.group(2)))
+        self.cuts, self.cut_at = cuts, cut_at
+        self.seen = {}
+        self.cut_done = []
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(self.target)
+            state = {"budget": None}
+            threading.Thread(target=self._up, args=(c, s, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(s, c, state), daemon=True).start()
+
+    def _up(self, c, s, state):
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                # Request heads only (reads: no bodies); curl sends one request at a time.
+                for m in re.finditer(rb"(?:^|\r\n)(GET|HEAD) /", b):
+                    meth = m.group(1).decode()
+                    with self.lock:
+                        n = self.seen[meth] = self.seen.get(meth, 0) + 1
+                        if n in self.cuts.get(meth, ()):
+                            state["budget"] = self.cut_at
+                            self.cut_done.append(f"{meth} #{n}")
+                s.sendall(b)
+        except OSError:
+            pass
+        finally:
+            self._close(c, s)
+
+    def _down(self, s, c, state):
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                budget = state["budget"]
+                if budget is not None:
+                    c.sendall(b[:budget])
+                    break  # the connection dies inside this response's headers
+                c.sendall(b)
+        except OSError:
+            pass
+        finally:
+            self._close(c, s)
+
+    @staticmethod
+    def _close(*socks):
+        for x in socks:
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            x.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("cuts", [{"HEAD": {1, 2, 3}}, {"GET": {1, 2, 5}}, {"HEAD": {1, 2, 3}, "GET": {1}}],
+                         ids=["head", "gets", "both"])
+def test_a_response_cut_inside_its_headers_is_asked_again(datasets, s3, tmp_path, cuts):
+    # Measured before the fix: a HEAD cut here gave the shard size 0 ("not a tar archive: it
+    # is an empty file"), and a ranged GET cut here came back "complete" with the caller's
+    # buffer unwritten: samples silently different from the object's bytes.
+    local, uploaded = datasets
+    shard = "train-001.tar"
+    want = _dump(f"wds:{local['wds']}/{shard}", tmp_path, s3["env"])
+    relay = CuttingRelay(os.environ["STOKER_TEST_S3_ENDPOINT"], cuts)
+    try:
+        env = dict(s3["env"], AWS_ENDPOINT_URL=f"http://127.0.0.1:{relay.port}",
+                   STOKER_S3_RETRY_BASE_MS="5")
+        got = _dump(f"wds:{uploaded['wds']}/{shard}", tmp_path, env)
+    finally:
+        relay.close()
+    wanted_cuts = sum(len(v) for v in cuts.values())
+    assert len(relay.cut_done) == wanted_cuts, relay.cut_done  # the faults did happen
+    assert _key_fields(got) == _key_fields(want)
+
+
+def test_every_response_cut_inside_its_headers_ends_in_an_error_naming_the_url(datasets, s3,
+                                                                              tmp_path):
+    local, uploaded = datasets
+    relay = CuttingRelay(os.environ["STOKER_TEST_S3_ENDPOINT"],
+                         {"GET": set(range(1, 1000))})
+    try:
+        env = dict(s3["env"], AWS_ENDPOINT_URL=f"http://127.0.0.1:{relay.port}",
+                   STOKER_S3_RETRY_BASE_MS="5", AWS_MAX_ATTEMPTS="3")
+        r = _dump(f"wds:{uploaded['wds']}/train-000.tar", tmp_path, env, check=False)
+    finally:
+        relay.close()
+    assert r.returncode != 0
+    assert f"{uploaded['wds']}/train-000.tar" in r.stderr and "cut short" in r.stderr, r.stderr
