@@ -25,6 +25,7 @@
 #   gtest-gpu     the C++ GPU tests (fake table + the real-GPU one)
 #   pytest-gpu    python/tests/test_gpu.py
 #   gpu-check     python/tests/gpu_check.py (pinned memory, device= copies, sync="event")
+#   tune-batch-gpu python/tests/test_tune_batch.py -k cuda (issue 11 on device memory)
 #   gen/odd-jpegs the bench's 2,000 ImageNet-like JPEGs plus CMYK/progressive/corrupt ones
 #   compare       compare.json: GPU path vs CPU path per image (tolerance in docs/gpu.md)
 #   bench         bench.json: images/s of stoker's GPU path, torchvision
@@ -209,6 +210,8 @@ step pytest-gpu 120 "$PY" -m pytest -q -rs -p no:cacheprovider python/tests/test
 if [ $DRY = 0 ]; then
   step gpu-check 90 "$PY" python/tests/gpu_check.py
 fi
+# issue 11: the batch-size sweep on device memory (set_per_process_memory_fraction, CUDA OOM)
+step tune-batch-gpu 120 "$PY" -m pytest -q -rs -p no:cacheprovider python/tests/test_tune_batch.py -k cuda
 
 # data
 N=2000; [ $DRY = 1 ] && N=48

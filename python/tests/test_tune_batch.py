@@ -131,6 +131,45 @@ def test_oom_recovery_frees_what_the_failed_step_held():
     assert r.largest_fit.batch_size < 64
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: "
+                    "bench/gpu/check.sh runs this on a GPU machine")
+def test_cuda_memory_fraction_finds_the_edge_and_frees_after_oom():
+    """The same sweep on a GPU: the budget is set_per_process_memory_fraction, the caching
+    allocator raises torch.cuda.OutOfMemoryError at the edge, and what the failed try held
+    comes back (memory_allocated) before the next size."""
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(D, 1).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def make_batch(n):
+        return torch.randn(n, D, device=dev), torch.randn(n, 1, device=dev)
+
+    def step(b):
+        x, y = b
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    total = torch.cuda.get_device_properties(dev).total_memory
+    cap = 256 << 20                       # the budget: 256 MiB of the device
+    frac = cap / total
+    r = tune_batch_size(step, make_batch, memory_fraction=frac, max_size=1 << 14, warmup=1,
+                        steps=2, min_time=0, time_budget=120, refine_knee=False)
+    assert r.device.startswith("cuda"), r.device
+    edge = cap // SAMPLE_BYTES           # 1024 samples of 256 KiB, less the step's extras
+    fit = r.largest_fit.batch_size
+    assert edge * 0.5 <= fit <= edge, r.table()
+    over = [t for t in r.trials if not t.fits]
+    assert over and all(t.reason in ("out of memory", "over the memory budget") for t in over)
+    for t in over:
+        assert t.leaked_bytes < 16 << 20, t   # the failed try's tensors were freed
+    # Peak device memory per sample close to the hand count (input + the saved input).
+    t = r.largest_fit
+    assert t.peak_bytes / t.batch_size >= SAMPLE_BYTES * 0.9, r.table()
+    torch.cuda.set_per_process_memory_fraction(1.0, dev)
+
+
 def test_a_step_that_keeps_memory_stops_the_sweep():
     kept = []
 
