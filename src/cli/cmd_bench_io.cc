@@ -98,7 +98,9 @@ void RegisterBenchIoCommand(CLI::App& bench) {
   CLI::App* c = bench.add_subcommand(
       "io", "storage probe: sequential/random read MB/s and IOPS over block sizes and "
             "concurrency, page cache bypassed (O_DIRECT or fadvise DONTNEED)");
-  c->add_option("path", a->path, "directory to create the test file in, or an existing file")
+  c->add_option("path", a->path,
+                "directory to create the test file in, or an existing file; or an object URL "
+                "(s3://bucket/prefix/, gs://...): a test object is uploaded there")
       ->required();
   c->add_option("--size", a->size, "size of the test file (e.g. 256m, 1g)")->capture_default_str();
   c->add_option("--blocks", a->blocks, "block sizes, comma-separated (4k..16m)")->capture_default_str();

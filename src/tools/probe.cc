@@ -18,6 +18,7 @@
 
 #include "core/html.h"
 #include "core/random.h"
+#include "io/object_env.h"
 
 namespace stoker {
 
@@ -197,7 +198,16 @@ Result<ProbeResult> RunStorageProbe(const ProbeOptions& o) {
   for (int c : o.concurrency)
     if (c < 1 || c > 1024) return InvalidArgument("concurrency {} out of range 1..1024", c);
   ProbeResult r;
-  STOKER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(o.path));
+  r.object_store = IsObjectStoreUri(o.path);
+  auto stat = env->Stat(o.path);
+  FileInfo info;
+  if (stat.ok()) {
+    info = *stat;
+  } else if (r.object_store && stat.status().code() == StatusCode::kNotFound) {
+    info.is_dir = true;  // a prefix with no objects yet: the test object goes under it
+  } else {
+    return stat.status();
+  }
   bool remove_after = false;
   if (info.is_dir) {
     r.file = JoinPath(o.path, "stoker-probe.bin");
@@ -215,9 +225,15 @@ Result<ProbeResult> RunStorageProbe(const ProbeOptions& o) {
   r.file_bytes = finfo.size;
   uint64_t usable = finfo.size / kAlign * kAlign;
   if (usable < kAlign) return InvalidArgument("{}: file too small to probe", r.file);
-  r.fs_type = FsTypeName(r.file);
-  bool direct = o.allow_direct && DirectWorks(r.file);
-  r.cache_mode = direct ? "O_DIRECT" : "fadvise(DONTNEED)";
+  bool direct = false;
+  if (r.object_store) {
+    r.fs_type = r.file.substr(0, 2);  // "s3" or "gs"
+    r.cache_mode = "none (object store: every read is a request)";
+  } else {
+    r.fs_type = FsTypeName(r.file);
+    direct = o.allow_direct && DirectWorks(r.file);
+    r.cache_mode = direct ? "O_DIRECT" : "fadvise(DONTNEED)";
+  }
 
   std::vector<ProbePoint> plan;
   for (const char* pat : {"seq", "rand"}) {
@@ -247,6 +263,16 @@ Result<ProbeResult> RunStorageProbe(const ProbeOptions& o) {
   }
   if (remove_after) env->RemoveFile(r.file).IgnoreError();
   if (!st.ok()) return st;
+  const ProbePoint* first = nullptr;
+  for (const auto& p : r.points)
+    if (p.pattern == "rand" && p.ops > 0 &&
+        (!first || p.block < first->block || (p.block == first->block && p.threads < first->threads)))
+      first = &p;
+  if (first) {
+    r.ttfb_block = first->block;
+    r.ttfb_p50_us = first->p50_us;
+    r.ttfb_p99_us = first->p99_us;
+  }
   return r;
 }
 
@@ -292,34 +318,56 @@ FeedAdvice AdviseFeed(const ProbeResult& r, double samples_per_s, double sample_
       a.sequential_mb_s = p.mb_s;
     }
   }
+  if (r.object_store && a.sequential_block && a.sequential_readers > 0 && r.ttfb_p50_us > 0) {
+    double per_request_mb_s = a.sequential_mb_s / a.sequential_readers;
+    double open_s = 2 * r.ttfb_p50_us * 1e-6;  // HEAD + the first GET's first byte
+    double bytes = 20.0 * open_s * per_request_mb_s * 1e6;  // open <= 5 % of the shard's read
+    uint64_t mib = 16;
+    while (mib * (1ull << 20) < bytes && mib < (1ull << 14)) mib *= 2;
+    a.min_shard_bytes = mib << 20;
+  }
+  const char* readers = r.object_store ? "requests in flight" : "concurrent readers";
   std::string t = fmt::format("The job needs {:.1f} MB/s ({:.0f} samples/s x {:.0f} KiB).\n",
                               a.need_mb_s, samples_per_s, sample_kb);
   if (a.random_block) {
     if (a.random_ok)
       t += fmt::format("  Per-sample random reads (IOPS at {} blocks x {:.0f} KiB): OK with {} "
-                       "concurrent readers ({:.1f} MB/s).\n",
-                       FormatBlock(a.random_block), sample_kb, a.random_readers, a.random_mb_s);
+                       "{} ({:.1f} MB/s).\n",
+                       FormatBlock(a.random_block), sample_kb, a.random_readers, readers,
+                       a.random_mb_s);
     else
       t += fmt::format("  Per-sample random reads (IOPS at {} blocks x {:.0f} KiB): NOT enough, "
-                       "best {:.1f} MB/s with {} readers ({:.0f}% of the need).\n",
+                       "best {:.1f} MB/s with {} {} ({:.0f}% of the need).\n",
                        FormatBlock(a.random_block), sample_kb, a.random_mb_s, a.random_readers,
+                       readers,
                        a.need_mb_s > 0 ? 100.0 * a.random_mb_s / a.need_mb_s : 0.0);
   }
   if (a.sequential_block) {
     if (a.sequential_ok)
-      t += fmt::format("  Sequential shard reads: OK with {} reader(s) at {} blocks "
+      t += fmt::format("  Sequential shard reads: OK with {} {} at {} blocks "
                        "({:.1f} MB/s).\n",
-                       a.sequential_readers, FormatBlock(a.sequential_block), a.sequential_mb_s);
+                       a.sequential_readers, readers, FormatBlock(a.sequential_block),
+                       a.sequential_mb_s);
     else
-      t += fmt::format("  Sequential shard reads: NOT enough, best {:.1f} MB/s ({} readers, {} "
+      t += fmt::format("  Sequential shard reads: NOT enough, best {:.1f} MB/s ({} {}, {} "
                        "blocks).\n",
-                       a.sequential_mb_s, a.sequential_readers, FormatBlock(a.sequential_block));
+                       a.sequential_mb_s, a.sequential_readers, readers,
+                       FormatBlock(a.sequential_block));
   }
+  if (a.min_shard_bytes)
+    t += fmt::format("  Shards of at least {} (a shard's open, HEAD + first byte at {:.1f} ms "
+                     "each, then costs under 5 % of reading it at {:.1f} MB/s per request).\n",
+                     FormatBlock(a.min_shard_bytes), r.ttfb_p50_us / 1e3,
+                     a.sequential_mb_s / a.sequential_readers);
   if (a.random_ok)
     t += "Verdict: this storage can feed the job, even with per-sample reads.";
   else if (a.sequential_ok)
-    t += "Verdict: feed it from a sharded format read sequentially (wds, tfrecord) or cache the "
-         "data on local NVMe; per-sample random reads will starve it.";
+    t += r.object_store
+             ? "Verdict: feed it from shards read sequentially (wds, tfrecord, parquet) with "
+               "that many requests in flight, and a node cache (--cache-dir) for later epochs; "
+               "one object per sample will starve it."
+             : "Verdict: feed it from a sharded format read sequentially (wds, tfrecord) or cache "
+               "the data on local NVMe; per-sample random reads will starve it.";
   else
     t += "Verdict: this storage cannot feed the job: cache the data set on local NVMe or in RAM, "
          "or store smaller samples.";
@@ -333,6 +381,10 @@ std::string ProbeTable(const ProbeResult& r) {
                               r.created ? "created" : "existing",
                               r.created ? fmt::format(", written at {:.0f} MB/s", r.write_mb_s) : "",
                               r.cache_mode);
+  if (r.ttfb_block)
+    s += fmt::format("{} of one {} read alone: p50 {:.0f} us, p99 {:.0f} us\n",
+                     r.object_store ? "time to first byte (latency)" : "latency", FormatBlock(r.ttfb_block),
+                     r.ttfb_p50_us, r.ttfb_p99_us);
   s += fmt::format("{:<5} {:>8} {:>7} {:>11} {:>11} {:>9} {:>9}\n", "mode", "block", "readers",
                    "MB/s", "IOPS", "p50 us", "p99 us");
   for (const auto& p : r.points)
@@ -349,6 +401,8 @@ std::string ProbeJson(const ProbeResult& r, const FeedAdvice* a) {
   j["created"] = r.created;
   j["write_mb_s"] = r.write_mb_s;
   j["cache_mode"] = r.cache_mode;
+  j["object_store"] = r.object_store;
+  j["ttfb"] = {{"block", r.ttfb_block}, {"p50_us", r.ttfb_p50_us}, {"p99_us", r.ttfb_p99_us}};
   j["points"] = nlohmann::json::array();
   for (const auto& p : r.points)
     j["points"].push_back({{"pattern", p.pattern}, {"block", p.block}, {"threads", p.threads},
@@ -361,7 +415,8 @@ std::string ProbeJson(const ProbeResult& r, const FeedAdvice* a) {
                  {"random_mb_s", a->random_mb_s},     {"sequential_ok", a->sequential_ok},
                  {"sequential_readers", a->sequential_readers},
                  {"sequential_block", a->sequential_block},
-                 {"sequential_mb_s", a->sequential_mb_s}, {"text", a->text}};
+                 {"sequential_mb_s", a->sequential_mb_s},
+                 {"min_shard_bytes", a->min_shard_bytes}, {"text", a->text}};
   return j.dump(2);
 }
 
@@ -374,7 +429,7 @@ std::string Chart(const ProbeResult& r, const std::string& pattern, const std::s
                   double need) {
   html::LineChart c;
   c.title = title;
-  c.x_label = "concurrent readers";
+  c.x_label = r.object_store ? "requests in flight" : "concurrent readers";
   c.y_label = "MB/s";
   c.categorical_x = true;
   if (need > 0) c.y_lines.push_back({need, fmt::format("job needs {:.0f} MB/s", need)});
@@ -406,6 +461,10 @@ std::string ProbeHtml(const ProbeResult& r, const FeedAdvice* a) {
   std::string s = html::PageOpen("stoker bench io");
   s += fmt::format("<h1>Storage probe</h1>\n<p>{} ({}, {}; page cache bypassed with {})</p>\n",
                    Esc(r.file), Esc(r.fs_type), FormatBlock(r.file_bytes), Esc(r.cache_mode));
+  if (r.ttfb_block)
+    s += fmt::format("<p>{} of one {} read alone: p50 {:.0f} us, p99 {:.0f} us</p>\n",
+                     r.object_store ? "Time to first byte" : "Latency", FormatBlock(r.ttfb_block),
+                     r.ttfb_p50_us, r.ttfb_p99_us);
   if (a) s += "<pre>" + Esc(a->text) + "</pre>\n";
   s += Chart(r, "seq", "Sequential read", need);
   s += Chart(r, "rand", "Random read", need);

@@ -3,6 +3,11 @@
 // O_DIRECT where the file system accepts it, else posix_fadvise(DONTNEED) of the test
 // file's pages before each pass (ProbeResult::cache_mode says which). All reads go through
 // Env; the O_DIRECT capability is checked with one open(2).
+//
+// PATH may be an object URL (s3://bucket/prefix/, gs://...): the test object is uploaded
+// there (and deleted after, unless kept), every read is one ranged GET (reads above 12 MB
+// are parallel 8 MB parts, as in the pipeline), "readers" are requests in flight, and the
+// latency of the smallest single-reader random read is reported as time to first byte.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +56,12 @@ struct ProbeResult {
   uint64_t file_bytes = 0;
   bool created = false;     // the probe wrote the test file
   double write_mb_s = 0;    // when created: buffered write + fsync throughput
-  std::string cache_mode;   // "O_DIRECT" or "fadvise(DONTNEED)"
+  std::string cache_mode;   // "O_DIRECT", "fadvise(DONTNEED)" or "none (object store)"
+  bool object_store = false;  // PATH was an s3:// or gs:// URL
+  // Latency of one small request with nothing else in flight (the random point with the
+  // smallest block and the fewest readers): time to first byte on an object store.
+  size_t ttfb_block = 0;
+  double ttfb_p50_us = 0, ttfb_p99_us = 0;
   std::vector<ProbePoint> points;
 };
 
@@ -71,6 +81,9 @@ struct FeedAdvice {
   int sequential_readers = 0;
   size_t sequential_block = 0;
   double sequential_mb_s = 0;
+  // Object stores: the smallest shard whose open (HEAD + first byte, about two request
+  // latencies) costs under 5 % of reading it at the chosen point's per-request rate.
+  uint64_t min_shard_bytes = 0;
   std::string text;             // human-readable verdict
 };
 FeedAdvice AdviseFeed(const ProbeResult& r, double samples_per_s, double sample_kb);

@@ -175,3 +175,41 @@ TEST(ProbeReport, JsonHtmlAndTableCarryThePoints) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// On an object store the advice sizes shards so that opening one (HEAD + first byte, about
+// two request latencies) costs under 5 % of reading it at one request's rate. AWS-like
+// numbers: 20 ms to first byte, 85 MB/s per request -> 20 x 40 ms x 85 MB/s = 68 MB -> 128 MiB.
+TEST(ProbeAdvice, ObjectStoreShardSizeFromLatencyAndPerRequestRate) {
+  ProbeResult r;
+  r.object_store = true;
+  r.ttfb_block = 64 << 10;
+  r.ttfb_p50_us = 20000;
+  ProbePoint seq;
+  seq.pattern = "seq";
+  seq.block = 16 << 20;
+  seq.threads = 4;
+  seq.mb_s = 340;
+  ProbePoint rnd;
+  rnd.pattern = "rand";
+  rnd.block = 64 << 10;
+  rnd.threads = 1;
+  rnd.mb_s = 3;
+  rnd.iops = 48;
+  r.points = {seq, rnd};
+  FeedAdvice a = AdviseFeed(r, 2000, 110);  // 225 MB/s
+  EXPECT_TRUE(a.sequential_ok);
+  EXPECT_FALSE(a.random_ok);
+  EXPECT_EQ(a.min_shard_bytes, 128ull << 20);
+  EXPECT_NE(a.text.find("requests in flight"), std::string::npos) << a.text;
+  EXPECT_NE(a.text.find("Shards of at least 128 MiB"), std::string::npos) << a.text;
+  EXPECT_NE(a.text.find("node cache"), std::string::npos) << a.text;
+  // A local file system gets no shard-size line.
+  r.object_store = false;
+  EXPECT_EQ(AdviseFeed(r, 2000, 110).min_shard_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace stoker

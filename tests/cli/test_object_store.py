@@ -348,3 +348,34 @@ def test_every_response_cut_inside_its_headers_ends_in_an_error_naming_the_url(d
         relay.close()
     assert r.returncode != 0
     assert f"{uploaded['wds']}/train-000.tar" in r.stderr and "cut short" in r.stderr, r.stderr
+
+
+# --- stoker bench io s3:// -------------------------------------------------------------------
+
+def test_bench_io_measures_an_object_store_and_cleans_up(stoker, s3, tmp_path):
+    prefix = f"{s3['prefix']}/probe"
+    url = f"s3://{s3['bucket']}/{prefix}/"
+    js, page = tmp_path / "io.json", tmp_path / "io.html"
+    r = stoker("bench", "io", url, "--size", "8m", "--blocks", "64k,1m", "--threads", "1,4",
+               "--seconds", "0.3", "--need-samples-per-s", "200", "--sample-kb", "100",
+               "--json", js, "--html", page, env=s3["env"])
+    rep = json.loads(js.read_text())
+    assert rep["object_store"] and rep["fs_type"] == "s3" and rep["created"]
+    assert rep["file"] == url + "stoker-probe.bin" and rep["file_bytes"] == 8 << 20
+    assert "none (object store" in rep["cache_mode"]
+    pts = {(p["pattern"], p["block"], p["threads"]): p for p in rep["points"]}
+    assert set(pts) == {(pat, b, t) for pat in ("seq", "rand") for b in (64 << 10, 1 << 20)
+                        for t in (1, 4)}
+    for p in pts.values():
+        assert p["ops"] > 0 and p["mb_s"] > 0 and p["p99_us"] >= p["p50_us"] > 0, p
+    # Time to first byte: the 64 KiB random read with one request in flight.
+    assert rep["ttfb"]["block"] == 64 << 10
+    assert rep["ttfb"]["p50_us"] == pts[("rand", 64 << 10, 1)]["p50_us"]
+    feed = rep["feed"]
+    assert feed["need_mb_s"] == pytest.approx(200 * 100 * 1024 / 1e6)
+    assert feed["min_shard_bytes"] >= 16 << 20 and "requests in flight" in feed["text"]
+    assert "requests in flight" in page.read_text() and "<svg" in page.read_text()
+    assert "time to first byte" in r.stdout
+    # The test object was deleted (no --keep), and nothing half-written is left.
+    listed = s3["client"].list_objects_v2(Bucket=s3["bucket"], Prefix=prefix + "/")
+    assert listed.get("KeyCount", 0) == 0, listed.get("Contents")
