@@ -3,18 +3,26 @@
     stoker convert 'text:data/*.jsonl?key=text' 'tokens:out/web?tokenizer=tokenizer.json'
     python -m stoker tokenize 'text:data/*.jsonl' 'tokens:out/web?tokenizer=tokenizer.json'
 
-SRC: ``text:`` then files (a '*' glob, a brace pattern or a comma list) of JSONL (one JSON
-object per line, the text under ``key``, default ``text``; .jsonl.gz too), Parquet (the
-``key`` column) or plain text (.txt: one document per file, or per line with
-``per=line``). Options after '?': key=, per=line, on_error=skip (invalid UTF-8 or a bad
-JSON line is skipped and counted instead of failing).
+SRC: ``text:`` then files (a '*' glob or a comma list; local paths or s3:// / gs:// object
+URLs, listed and read through pyarrow's file systems with the same AWS_* variables as the
+C++ side) of JSONL (one JSON object per line, the text under ``key``, default ``text``;
+.jsonl.gz too), Parquet (the ``key`` column) or plain text (.txt: one document per file, or
+per line with ``per=line``). Options after '?': key=, per=line, on_error=skip (invalid UTF-8
+or a bad JSON line is skipped and counted instead of failing), split=SIZE (default 256m;
+0: never).
+
+A file larger than ``split`` is cut into pieces of about that size, tokenized in parallel
+like separate files: uncompressed JSONL and per-line text at line boundaries (a line
+belongs to the piece its first byte falls in), Parquet by row groups; gzip and
+one-document-per-file text are one piece. Pieces follow each other in the output in file
+order, so the documents come out in the same order as without splitting.
 
 DST: ``tokens:`` then an output prefix; options: tokenizer=PATH (a Hugging Face
 tokenizer.json, required), eos=ID (default: the tokenizer's <|endoftext|>, </s>, <eos> or
 <|end_of_text|>), format=megatron|nanogpt|llmc (default megatron), dtype= (default:
 Megatron's rule, uint16 below 65500 ids, else int32).
 
-One output shard per input file (PREFIX-00000_text_document.bin/.idx for Megatron), written
+One output shard per piece (PREFIX-00000_text_document.bin/.idx for Megatron), written
 under a temporary name and renamed when complete; files are tokenized in parallel, one
 process per core, streaming (batches of documents, never a whole file in memory). The
 manifest DST_DIR/stoker-token-manifest.json records every finished shard with its document
@@ -23,6 +31,7 @@ last complete shards (the same rule as `stoker convert`), and `stoker verify DST
 recomputes them. EOS is appended to every document.
 """
 
+import fnmatch
 import glob
 import gzip
 import hashlib
@@ -54,28 +63,197 @@ def _parse(spec, prefix):
     return rest, opts
 
 
+def _parse_size(text):
+    """'256m', '1g', '64k', '1000' -> bytes (binary units, as the CLI's sizes)."""
+    t = text.strip().lower().rstrip("b").rstrip("i")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(t[-1:], 1)
+    try:
+        v = float(t[:-1] if mult > 1 else t)
+    except ValueError:
+        raise InvalidArgumentError(f"split={text}: not a size (e.g. 256m, 1g, 0)") from None
+    if v < 0:
+        raise InvalidArgumentError(f"split={text}: must be >= 0")
+    return int(v * mult)
+
+
+def _is_remote(path):
+    return path.startswith(("s3://", "gs://"))
+
+
+_FS = {}
+
+
+def _remote_fs(url):
+    """(pyarrow FileSystem, path) for an s3:// or gs:// URL, configured from the environment
+    as the C++ object store is (docs/remote-storage.md): AWS_ENDPOINT_URL[_S3] (path-style),
+    AWS_REGION / AWS_DEFAULT_REGION, AWS_NO_SIGN_REQUEST, the SDK's credential chain;
+    STORAGE_EMULATOR_HOST for gs://."""
+    import pyarrow.fs as pafs
+
+    scheme = url[:2]
+    if scheme not in _FS:
+        if scheme == "s3":
+            kw = {}
+            ep = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            if ep:
+                sch, _, host = ep.partition("://")
+                kw["endpoint_override"], kw["scheme"] = (host or sch).rstrip("/"), (sch if host else "https")
+                kw["force_virtual_addressing"] = os.environ.get("STOKER_S3_ADDRESSING") == "virtual"
+            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            if region or ep:
+                kw["region"] = region or "us-east-1"
+            if os.environ.get("AWS_NO_SIGN_REQUEST") in ("1", "true", "TRUE", "yes"):
+                kw["anonymous"] = True
+            _FS[scheme] = pafs.S3FileSystem(**kw)
+        else:
+            emu = os.environ.get("STORAGE_EMULATOR_HOST")
+            if emu:
+                sch, _, host = emu.partition("://")
+                _FS[scheme] = pafs.GcsFileSystem(anonymous=True, scheme=sch if host else "http",
+                                                 endpoint_override=host or sch)
+            else:
+                _FS[scheme] = pafs.GcsFileSystem()
+    return _FS[scheme], url[5:]
+
+
 def _expand(pattern):
     out = []
     for part in filter(None, pattern.split(",")):
-        hits = sorted(glob.glob(part)) if any(c in part for c in "*?[") else [part]
+        wild = any(c in part for c in "*?[")
+        if _is_remote(part):
+            import pyarrow.fs as pafs
+
+            fs, path = _remote_fs(part)
+            if wild:
+                head = path[:min(path.find(c) for c in "*?[" if c in path)]
+                base = head.rsplit("/", 1)[0]
+                infos = fs.get_file_info(pafs.FileSelector(base, recursive="**" in path))
+                hits = sorted(part[:5] + i.path for i in infos
+                              if i.type == pafs.FileType.File and fnmatch.fnmatchcase(i.path, path))
+            else:
+                if fs.get_file_info(path).type != pafs.FileType.File:
+                    raise NotFoundError(f"{part}: no such object")
+                hits = [part]
+        else:
+            hits = sorted(glob.glob(part)) if wild else [part]
+            for p in hits:
+                if not os.path.isfile(p):
+                    raise NotFoundError(f"{p}: no such file")
         if not hits:
             raise NotFoundError(f"no file matches {part}")
         out += hits
-    for p in out:
-        if not os.path.isfile(p):
-            raise NotFoundError(f"{p}: no such file")
     return out
 
 
-def _documents(path, key, per_line, skip, counts):
-    """Yields the documents of one input file as str; invalid UTF-8 or JSON raises
-    CorruptDataError naming the file and document, or is counted when `skip`."""
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
+class _RawRemote(io.RawIOBase):
+    """A pyarrow input file as a raw stream (buffered by io.BufferedReader)."""
 
-        f = pq.ParquetFile(path)
-        row = 0
-        for batch in f.iter_batches(columns=[key], batch_size=1024):
+    def __init__(self, f):
+        self.f = f
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, b):
+        data = self.f.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def seek(self, off, whence=0):
+        return self.f.seek(off, whence)
+
+    def tell(self):
+        return self.f.tell()
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+def _open(path):
+    """A binary, seekable, buffered reader of a local file or an object."""
+    if _is_remote(path):
+        fs, p = _remote_fs(path)
+        return io.BufferedReader(_RawRemote(fs.open_input_file(p)), buffer_size=1 << 20)
+    return open(path, "rb", buffering=1 << 20)
+
+
+def _size(path):
+    if _is_remote(path):
+        fs, p = _remote_fs(path)
+        return fs.get_file_info(p).size
+    return os.path.getsize(path)
+
+
+def _parquet(path):
+    import pyarrow.parquet as pq
+
+    if _is_remote(path):
+        fs, p = _remote_fs(path)
+        return pq.ParquetFile(fs.open_input_file(p))
+    return pq.ParquetFile(path)
+
+
+def _pieces(path, split, per_line):
+    """The pieces of one input: [(begin, end)] byte ranges (lines) or row-group lists
+    (Parquet); [None] when the file is read whole."""
+    if path.endswith(".parquet"):
+        md = _parquet(path).metadata
+        groups, cur, cur_bytes = [], [], 0
+        for g in range(md.num_row_groups):
+            cur.append(g)
+            cur_bytes += md.row_group(g).total_byte_size
+            if split and cur_bytes >= split:
+                groups.append(cur)
+                cur, cur_bytes = [], 0
+        if cur:
+            groups.append(cur)
+        return [("rg", g) for g in groups] if len(groups) > 1 else [None]
+    is_json = ".jsonl" in path or ".json" in path or ".ndjson" in path
+    if path.endswith(".gz") or not (is_json or per_line) or not split:
+        return [None]
+    size = _size(path)
+    if size <= split:
+        return [None]
+    n = -(-size // split)
+    step = -(-size // n)
+    return [("bytes", (k * step, min(size, (k + 1) * step))) for k in range(n)]
+
+
+def _lines(f, piece):
+    """(byte offset, line) of the lines whose first byte lies in the piece's range."""
+    if piece is None:
+        pos = 0
+        for line in f:
+            yield pos, line
+            pos += len(line)
+        return
+    begin, end = piece[1]
+    pos = begin
+    if begin > 0:
+        f.seek(begin - 1)
+        if f.read(1) != b"\n":  # begin is inside a line: it belongs to the previous piece
+            pos = begin + len(f.readline())
+    while pos < end:
+        line = f.readline()
+        if not line:
+            return
+        yield pos, line
+        pos += len(line)
+
+
+def _documents(path, key, per_line, skip, counts, piece=None):
+    """Yields the documents of one input file (or of one piece of it, see _pieces) as str;
+    invalid UTF-8 or JSON raises CorruptDataError naming the file and document (line number,
+    or byte offset in a piece after the first), or is counted when `skip`."""
+    if path.endswith(".parquet"):
+        f = _parquet(path)
+        groups = piece[1] if piece else list(range(f.metadata.num_row_groups))
+        row = sum(f.metadata.row_group(g).num_rows for g in range(groups[0])) if groups else 0
+        for batch in f.iter_batches(columns=[key], batch_size=1024, row_groups=groups):
             for v in batch.column(0).to_pylist():
                 row += 1
                 if v is None:
@@ -85,9 +263,15 @@ def _documents(path, key, per_line, skip, counts):
                     continue
                 yield v
         return
-    opener = gzip.open if path.endswith(".gz") else open
     is_json = ".jsonl" in path or ".json" in path or ".ndjson" in path
-    with opener(path, "rb") as f:
+    raw = _open(path)
+    f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+    numbered = piece is None or piece[1][0] == 0
+
+    def where(n, pos):
+        return f"line {n + 1}" if numbered else f"the line at byte {pos}"
+
+    with raw, f:
         if not is_json and not per_line:
             data = f.read()
             try:
@@ -98,7 +282,7 @@ def _documents(path, key, per_line, skip, counts):
                                            f"{e.start}") from None
                 counts["skipped"] += 1
             return
-        for n, line in enumerate(f):
+        for n, (pos, line) in enumerate(_lines(f, piece)):
             try:
                 text = line.decode("utf-8")
                 if is_json:
@@ -114,13 +298,13 @@ def _documents(path, key, per_line, skip, counts):
                         continue
             except UnicodeDecodeError as e:
                 if not skip:
-                    raise CorruptDataError(f"{path}: line {n + 1}: invalid UTF-8 at byte "
+                    raise CorruptDataError(f"{path}: {where(n, pos)}: invalid UTF-8 at byte "
                                            f"{e.start} of the line") from None
                 counts["skipped"] += 1
                 continue
             except (ValueError, KeyError, TypeError) as e:
                 if not skip:
-                    raise CorruptDataError(f"{path}: line {n + 1}: not a JSON object with a "
+                    raise CorruptDataError(f"{path}: {where(n, pos)}: not a JSON object with a "
                                            f"string '{key}' ({type(e).__name__}: {e})") from None
                 counts["skipped"] += 1
                 continue
@@ -139,7 +323,7 @@ def _eos_id(tok, given):
 
 
 def _shard_job(args):
-    (index, path, out_spec, tokenizer_path, eos, dtype, key, per_line, skip, batch) = args
+    (index, path, piece, out_spec, tokenizer_path, eos, dtype, key, per_line, skip, batch) = args
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from tokenizers import Tokenizer
 
@@ -159,14 +343,17 @@ def _shard_job(args):
             docs += 1
         pending.clear()
 
-    for text in _documents(path, key, per_line, skip, counts):
+    for text in _documents(path, key, per_line, skip, counts, piece):
         pending.append(text)
         if len(pending) >= batch:
             flush()
     flush()
     outputs = w.finish()
-    return {"index": index, "input": path, "outputs": outputs, "documents": w.documents,
-            "tokens": w.tokens, "checksum": w.checksum, "skipped": counts["skipped"]}
+    r = {"index": index, "input": path, "outputs": outputs, "documents": w.documents,
+         "tokens": w.tokens, "checksum": w.checksum, "skipped": counts["skipped"]}
+    if piece is not None:
+        r["piece"] = {"bytes" if piece[0] == "bytes" else "row_groups": list(piece[1])}
+    return r
 
 
 def _write_manifest(path, m):
@@ -208,8 +395,10 @@ def tokenize(src, dst, resume=False, workers=0, batch=512, progress=True):
     base = os.path.basename(prefix)
     with open(tokenizer_path, "rb") as f:
         tok_sha = hashlib.sha256(f.read()).hexdigest()
+    split = _parse_size(sopts.get("split", "256m"))
     options = {"format": fmt, "dtype": dtype, "eos": eos, "key": sopts.get("key", "text"),
-               "per": sopts.get("per", "file"), "on_error": sopts.get("on_error", "fail")}
+               "per": sopts.get("per", "file"), "on_error": sopts.get("on_error", "fail"),
+               "split": split}
     mpath = os.path.join(out_dir, MANIFEST)
     done = {}
     if os.path.exists(mpath):
@@ -229,8 +418,10 @@ def tokenize(src, dst, resume=False, workers=0, batch=512, progress=True):
          "tokenizer": tokenizer_path, "tokenizer_sha256": tok_sha, "vocab_size": vocab,
          "inputs": files, "options": options, "shards": sorted(done.values(), key=lambda s: s["index"])}
     _write_manifest(mpath, m)
+    pieces = [(path, piece) for path in files
+              for piece in _pieces(path, split, options["per"] == "line")]
     jobs = []
-    for i, path in enumerate(files):
+    for i, (path, piece) in enumerate(pieces):
         if i in done:
             continue
         name = f"{base}-{i:05d}"
@@ -240,11 +431,11 @@ def tokenize(src, dst, resume=False, workers=0, batch=512, progress=True):
             spec = "nanogpt:" + os.path.join(out_dir, name + ".bin")
         else:
             spec = "llmc:" + os.path.join(out_dir, name + "_%06d.bin")
-        jobs.append((i, path, spec, tokenizer_path, eos, dtype, options["key"],
+        jobs.append((i, path, piece, spec, tokenizer_path, eos, dtype, options["key"],
                      options["per"] == "line", options["on_error"] == "skip", batch))
     n = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     t0 = time.time()
-    total_files = len(files)
+    total_files = len(pieces)
     shards = list(m["shards"])
     ctx = mp.get_context("spawn")
     if jobs:
@@ -258,7 +449,8 @@ def tokenize(src, dst, resume=False, workers=0, batch=512, progress=True):
                 if progress:
                     toks = sum(s["tokens"] for s in shards)
                     dt = time.time() - t0
-                    print(f"\rtokenize: {len(shards)}/{total_files} files, {toks:,} tokens, "
+                    print(f"\rtokenize: {len(shards)}/{total_files} pieces of {len(files)} "
+                          f"file(s), {toks:,} tokens, "
                           f"{toks / max(dt, 1e-9) / 1e6:.2f} M tokens/s", end="", file=sys.stderr)
     if progress and jobs:
         print(file=sys.stderr)

@@ -138,3 +138,117 @@ def test_skip_mode_counts_and_plain_text(tmp_path, tokenizer_json):
     s = stoker.TokenStore(f"nanogpt:{tmp_path / 'o' / m['shards'][0]['outputs'][0]}"
                           f"?eos={m['options']['eos']}")
     assert len(s) == 2
+
+
+def read_corpus(out_dir):
+    m = json.load(open(os.path.join(out_dir, "stoker-token-manifest.json")))
+    got = []
+    for s in m["shards"]:
+        store = stoker.TokenStore(str(os.path.join(out_dir, s["outputs"][0]))[:-4])
+        got += [store[i].tolist() for i in range(len(store))]
+    return m, got
+
+
+def test_a_large_file_is_split_into_pieces_tokenized_in_parallel(tmp_path, tokenizer_json):
+    """One big JSONL: cut at line boundaries into pieces of ~`split` bytes, tokenized by two
+    processes; the documents come out exactly once each, in the file's order."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer_json)
+    eos = tok.token_to_id("<|endoftext|>")
+    texts = sentences(7, 600)
+    write_jsonl(tmp_path / "big.jsonl", texts)
+    size = (tmp_path / "big.jsonl").stat().st_size
+    out = tmp_path / "o" / "c"
+    r = cli("convert", f"text:{tmp_path}/big.jsonl?split=8k",
+            f"tokens:{out}?tokenizer={tokenizer_json}", "--threads", "2")
+    m, got = read_corpus(tmp_path / "o")
+    assert len(m["shards"]) == -(-size // 8192) >= 4, (size, len(m["shards"]))
+    ranges = [s["piece"]["bytes"] for s in m["shards"]]
+    assert ranges[0][0] == 0 and ranges[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, no gap
+    expect = [tok.encode(t, add_special_tokens=False).ids + [eos] for t in texts]
+    assert got == expect  # every document once, in order, none cut at a piece boundary
+    assert f"{len(texts)} documents" in r.stdout
+    assert cli("verify", str(tmp_path / "o")).returncode == 0
+    # The same corpus unsplit: the same token stream and the same totals.
+    r1 = cli("convert", f"text:{tmp_path}/big.jsonl?split=0",
+             f"tokens:{tmp_path / 'one' / 'c'}?tokenizer={tokenizer_json}")
+    m1, got1 = read_corpus(tmp_path / "one")
+    assert len(m1["shards"]) == 1 and got1 == got and m1["tokens"] == m["tokens"]
+
+
+def test_an_error_in_a_later_piece_names_the_byte_offset(tmp_path, tokenizer_json):
+    texts = sentences(8, 300)
+    write_jsonl(tmp_path / "big.jsonl", texts)
+    data = (tmp_path / "big.jsonl").read_bytes()
+    bad_at = data.index(b"\n", len(data) * 3 // 4) + 1  # a line start in the last quarter
+    data = data[:bad_at] + b"{not json\n" + data[bad_at:]
+    (tmp_path / "big.jsonl").write_bytes(data)
+    r = cli("convert", f"text:{tmp_path}/big.jsonl?split=4k",
+            f"tokens:{tmp_path / 'o' / 'c'}?tokenizer={tokenizer_json}", check=False)
+    assert r.returncode != 0
+    assert f"big.jsonl: the line at byte {bad_at}: not a JSON object" in r.stderr, r.stderr
+    r = cli("convert", f"text:{tmp_path}/big.jsonl?split=4k&on_error=skip",
+            f"tokens:{tmp_path / 'k' / 'c'}?tokenizer={tokenizer_json}")
+    assert f"{len(texts)} documents" in r.stdout and "1 skipped" in r.stdout, r.stdout
+
+
+def test_parquet_row_groups_are_pieces(tmp_path, tokenizer_json):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer_json)
+    eos = tok.token_to_id("<|endoftext|>")
+    texts = sentences(9, 400)
+    pq.write_table(pa.table({"text": texts}), tmp_path / "t.parquet", row_group_size=50)
+    r = cli("convert", f"text:{tmp_path}/t.parquet?split=1k",
+            f"tokens:{tmp_path / 'o' / 'c'}?tokenizer={tokenizer_json}")
+    m, got = read_corpus(tmp_path / "o")
+    assert len(m["shards"]) > 1 and all("row_groups" in s["piece"] for s in m["shards"])
+    assert got == [tok.encode(t, add_special_tokens=False).ids + [eos] for t in texts]
+    assert "400 documents" in r.stdout
+
+
+S3_VARS = ["STOKER_TEST_S3_ENDPOINT", "STOKER_TEST_S3_KEY", "STOKER_TEST_S3_SECRET",
+           "STOKER_TEST_S3_BUCKET"]
+
+
+def test_text_from_s3_tokenizes_as_the_local_files(tmp_path, tokenizer_json, monkeypatch):
+    missing = [v for v in S3_VARS if not os.environ.get(v)]
+    if missing:
+        if os.environ.get("STOKER_SERVERS_UP") == "1":
+            pytest.fail(f"S3 test server variables missing: {missing}")
+        pytest.skip("S3 test server not running (scripts/servers/s3.sh)")
+    boto3 = pytest.importorskip("boto3")
+    from botocore.config import Config
+
+    e = os.environ
+    client = boto3.client("s3", endpoint_url=e["STOKER_TEST_S3_ENDPOINT"],
+                          aws_access_key_id=e["STOKER_TEST_S3_KEY"],
+                          aws_secret_access_key=e["STOKER_TEST_S3_SECRET"], region_name="us-east-1",
+                          config=Config(request_checksum_calculation="when_required",
+                                        response_checksum_validation="when_required"))
+    prefix = f"tok-{os.getpid()}-{tmp_path.name}"
+    for name, seed, n in [("a.jsonl", 11, 150), ("b.jsonl", 12, 90)]:
+        write_jsonl(tmp_path / name, sentences(seed, n))
+        client.upload_file(str(tmp_path / name), e["STOKER_TEST_S3_BUCKET"], f"{prefix}/{name}")
+    client.put_object(Bucket=e["STOKER_TEST_S3_BUCKET"], Key=f"{prefix}/notes.txt", Body=b"x")
+    for k, v in {"AWS_ACCESS_KEY_ID": e["STOKER_TEST_S3_KEY"],
+                 "AWS_SECRET_ACCESS_KEY": e["STOKER_TEST_S3_SECRET"], "AWS_REGION": "us-east-1",
+                 "AWS_ENDPOINT_URL": e["STOKER_TEST_S3_ENDPOINT"],
+                 "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(k, v)
+    url = f"s3://{e['STOKER_TEST_S3_BUCKET']}/{prefix}/*.jsonl"
+    r = cli("convert", f"text:{url}?split=4k", f"tokens:{tmp_path / 'r' / 'c'}?tokenizer={tokenizer_json}")
+    cli("convert", f"text:{tmp_path}/*.jsonl?split=4k",
+        f"tokens:{tmp_path / 'l' / 'c'}?tokenizer={tokenizer_json}")
+    mr, remote = read_corpus(tmp_path / "r")
+    ml, local = read_corpus(tmp_path / "l")
+    assert remote == local and len(remote) == 240 and mr["checksum"] == ml["checksum"]
+    assert mr["inputs"] == [url.replace("*.jsonl", n) for n in ("a.jsonl", "b.jsonl")]
+    assert len(mr["shards"]) > 2  # the objects were split into ranged pieces too
+    bad = cli("convert", f"text:s3://{e['STOKER_TEST_S3_BUCKET']}/{prefix}/none*.jsonl",
+              f"tokens:{tmp_path / 'n' / 'c'}?tokenizer={tokenizer_json}", check=False)
+    assert bad.returncode != 0 and "no file matches" in bad.stderr, bad.stderr
