@@ -299,3 +299,70 @@ def test_a_paused_broker_is_waited_for_and_a_dead_one_named(own_broker):
     assert addr in msg and topic in msg and "partition" in msg, msg
     # timeout_ms for the first read, then the reads of the same batch fail fast
     assert time.monotonic() - t0 < 20
+
+
+def _convert(*args, check=True):
+    import subprocess
+    binary = os.environ.get("STOKER_BINARY") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "build", "stoker")
+    r = subprocess.run([binary, "convert", *map(str, args)], capture_output=True, text=True,
+                       timeout=300)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_convert_writes_a_topic_that_reads_back_as_the_folder(bootstrap, image_folder):
+    # `stoker convert DIR kafka://B/T`: one message per sample in stoker's encoding (key,
+    # label, every field), spread over the partitions by key; read back with value=stoker the
+    # pipeline decodes the same pixels with the same labels, each sample once.
+    topic = _topic(bootstrap, 3)
+    r = _convert(image_folder, f"kafka://{bootstrap}/{topic}")
+    n = sum(len(fs) for _, _, fs in os.walk(image_folder))
+    assert f"{n} samples as messages in 3 partitions" in r.stdout, r.stdout
+    opts = dict(batch_size=4, decode="val", image_size=32, val_resize=36, shuffle=False,
+                layout="uint8", drop_last=False)
+
+    def images(p):
+        out = []
+        for b in p:
+            out += [(int(lab), np.asarray(img).tobytes()) for lab, img in zip(b["label"], b["image"])]
+        return sorted(out)
+
+    want = images(stoker.Pipeline(image_folder, **opts))
+    got = images(stoker.Pipeline(f"kafka://{bootstrap}/{topic}?value=stoker", **opts))
+    assert len(got) == n and got == want
+    # One field's bytes as the value, all on partition 0: the folder's order is kept.
+    t2 = _topic(bootstrap, 2)
+    _convert(image_folder, f"kafka://{bootstrap}/{t2}?value=raw&field=jpg&partition=0")
+    raw = _pipe(bootstrap, t2, "field=jpg", shuffle=False, batch_size=4)
+    keys = [k for b in raw for k in b["key"]]
+    assert keys == [f"{t2}/0/{i}" for i in range(n)]
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(image_folder) for f in fs)
+    first = next(iter(_pipe(bootstrap, t2, "field=jpg&partitions=0&count=1", shuffle=False,
+                            batch_size=1)))
+    with open(files[0], "rb") as fh:
+        assert bytes(first["data"][first["offsets"][0]:first["offsets"][1]]) == fh.read()
+
+
+def test_convert_to_a_topic_refuses_what_it_cannot_do(bootstrap, image_folder):
+    missing = "no-such-" + uuid.uuid4().hex[:8]
+    r = _convert(image_folder, f"kafka://{bootstrap}/{missing}", check=False)
+    assert r.returncode != 0 and missing in r.stderr and "does not exist" in r.stderr, r.stderr
+    topic = _topic(bootstrap, 2)
+    r = _convert(image_folder, f"kafka://{bootstrap}/{topic}?partition=5", check=False)
+    assert r.returncode != 0 and "has 2 partitions" in r.stderr, r.stderr
+    r = _convert(image_folder, f"kafka://{bootstrap}/{topic}?start=earliest", check=False)
+    assert r.returncode != 0 and "'start' is not an option of a Kafka destination" in r.stderr
+    r = _convert(image_folder, f"kafka://{bootstrap}/{topic}", "--resume", check=False)
+    assert r.returncode != 0 and "a topic has none" in r.stderr, r.stderr
+
+
+def test_a_value_not_in_stokers_encoding_is_named(bootstrap):
+    topic = _topic(bootstrap, 1)
+    _produce(bootstrap, topic, [b"plain bytes, not STKS"], 1)
+    p = _pipe(bootstrap, topic, "value=stoker", shuffle=False)
+    with pytest.raises(Exception) as e:
+        _epoch(p)
+    msg = str(e.value)
+    assert topic in msg and "offset 0" in msg and "not in stoker's sample encoding" in msg, msg

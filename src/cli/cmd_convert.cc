@@ -101,8 +101,9 @@ void RegisterConvertCommands(CLI::App& app) {
         if (!r.ok()) {
           int rc = Fail(r.status());
           auto colon = a->dst.find(':');
-          std::string manifest = ManifestPathFor(Env::Default(), a->dst);
-          if (colon != std::string::npos && Env::Default()->FileExists(manifest))
+          bool topic = a->dst.rfind("kafka:", 0) == 0;
+          std::string manifest = topic ? "" : ManifestPathFor(Env::Default(), a->dst);
+          if (colon != std::string::npos && !topic && Env::Default()->FileExists(manifest))
             std::fprintf(stderr,
                          "stoker: %s records the incomplete conversion; fix the cause and run "
                          "the same command with --resume\n",
@@ -113,6 +114,14 @@ void RegisterConvertCommands(CLI::App& app) {
           std::printf("%s: already complete\n", r->manifest_path.c_str());
         } else if (r->resumed_from > 0) {
           std::printf("resumed at sample %llu\n", (unsigned long long)r->resumed_from);
+        }
+        if (r->manifest_path.empty()) {  // a topic: messages per partition
+          std::printf("%llu samples as messages in %zu partitions, %.1f MB, checksum %s\n",
+                      (unsigned long long)r->samples, r->shards.size(), r->bytes / 1e6,
+                      HashHex(r->checksum).c_str());
+          for (const auto& s : r->shards)
+            std::printf("  %s: %llu messages\n", s.path.c_str(), (unsigned long long)s.samples);
+          return 0;
         }
         std::printf("%llu samples in %zu shards, %.1f MB, checksum %s, manifest %s\n",
                     (unsigned long long)r->samples, r->shards.size(), r->bytes / 1e6,

@@ -141,8 +141,10 @@ Result<KafkaSpec> ParseKafkaSpec(const std::string& spec_in) {
         s.value = KafkaSpec::kRaw;
       } else if (v == "json") {
         s.value = KafkaSpec::kJson;
+      } else if (v == "stoker") {
+        s.value = KafkaSpec::kStoker;
       } else {
-        return InvalidArgument("kafka: value='{}' is not raw or json", v);
+        return InvalidArgument("kafka: value='{}' is not raw, json or stoker", v);
       }
     } else if (k == "field") {
       if (v.empty()) return InvalidArgument("kafka: field= is empty");
@@ -193,7 +195,9 @@ std::string KafkaSpecWithRanges(const KafkaSpec& s,
     first = false;
   }
   if (ranges.empty()) q = "count=0";
-  q += s.value == KafkaSpec::kJson ? "&value=json" : "&value=raw";
+  q += s.value == KafkaSpec::kJson     ? "&value=json"
+       : s.value == KafkaSpec::kStoker ? "&value=stoker"
+                                       : "&value=raw";
   if (s.field != "bin") q += "&field=" + s.field;
   auto join = [](const std::set<std::string>& v) {
     std::string o;
@@ -243,6 +247,95 @@ bool DecodeBase64(const std::string& in, std::vector<uint8_t>* out) {
     }
   }
   return pad <= 2 && bits < 6;
+}
+
+
+namespace {
+constexpr char kStokerMagic[4] = {'S', 'T', 'K', 'S'};
+constexpr uint8_t kStokerVersion = 1;
+
+template <typename T>
+void PutLE(std::string* out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    out->push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
+}
+}  // namespace
+
+std::string EncodeStokerSample(const Sample& s) {
+  std::string out;
+  size_t n = 4 + 1 + 8 + 4 + s.key.size() + 4;
+  for (size_t i = 0; i < s.num_fields; ++i) n += 2 + s.fields[i].name.size() + 4 + s.fields[i].data.size();
+  out.reserve(n);
+  out.append(kStokerMagic, 4);
+  out.push_back(static_cast<char>(kStokerVersion));
+  PutLE<int64_t>(&out, s.label);
+  PutLE<uint32_t>(&out, static_cast<uint32_t>(s.key.size()));
+  out += s.key;
+  PutLE<uint32_t>(&out, static_cast<uint32_t>(s.num_fields));
+  for (size_t i = 0; i < s.num_fields; ++i) {
+    const Field& f = s.fields[i];
+    PutLE<uint16_t>(&out, static_cast<uint16_t>(f.name.size()));
+    out += f.name;
+    PutLE<uint32_t>(&out, static_cast<uint32_t>(f.data.size()));
+    out.append(reinterpret_cast<const char*>(f.data.data()), f.data.size());
+  }
+  return out;
+}
+
+Status DecodeStokerSample(const uint8_t* data, size_t n, const std::string& where, Sample* out) {
+  size_t pos = 0;
+  auto need = [&](size_t k, const char* what) -> Status {
+    if (n - pos < k)
+      return Corrupt("{}: stoker sample encoding cut short at byte {} of {} (reading {})", where,
+                     pos, n, what);
+    return Status::OK();
+  };
+  auto get = [&](size_t k) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < k; ++i) v |= static_cast<uint64_t>(data[pos + i]) << (8 * i);
+    pos += k;
+    return v;
+  };
+  if (n < 5 || std::memcmp(data, kStokerMagic, 4) != 0)
+    return Corrupt("{}: not in stoker's sample encoding (no 'STKS' at byte 0; written by "
+                   "another producer? read it with value=raw or value=json)",
+                   where);
+  pos = 4;
+  if (data[pos] != kStokerVersion)
+    return Corrupt("{}: stoker sample encoding version {} (this stoker reads {})", where,
+                   static_cast<int>(data[pos]), static_cast<int>(kStokerVersion));
+  ++pos;
+  STOKER_RETURN_IF_ERROR(need(8 + 4, "the label and key length"));
+  out->label = static_cast<int64_t>(get(8));
+  size_t klen = static_cast<size_t>(get(4));
+  STOKER_RETURN_IF_ERROR(need(klen, "the key"));
+  Field* kf = out->AddField("__key__");
+  kf->data.assign(data + pos, data + pos + klen);
+  pos += klen;
+  STOKER_RETURN_IF_ERROR(need(4, "the field count"));
+  uint64_t nf = get(4);
+  for (uint64_t i = 0; i < nf; ++i) {
+    STOKER_RETURN_IF_ERROR(need(2, "a field name length"));
+    size_t nl = static_cast<size_t>(get(2));
+    STOKER_RETURN_IF_ERROR(need(nl, "a field name"));
+    std::string name(reinterpret_cast<const char*>(data + pos), nl);
+    pos += nl;
+    STOKER_RETURN_IF_ERROR(need(4, "a field length"));
+    size_t dl = static_cast<size_t>(get(4));
+    STOKER_RETURN_IF_ERROR(need(dl, "field data"));
+    if (name.empty() || name == "__key__")
+      return Corrupt("{}: stoker sample encoding: field {} has an invalid name '{}'", where, i,
+                     name);
+    if (out->Find(name))
+      return Corrupt("{}: stoker sample encoding: field '{}' appears twice", where, name);
+    Field* f = out->AddField(name);
+    f->data.assign(data + pos, data + pos + dl);
+    pos += dl;
+  }
+  if (pos != n)
+    return Corrupt("{}: stoker sample encoding: {} bytes after the last field (at byte {})",
+                   where, n - pos, pos);
+  return Status::OK();
 }
 
 #ifdef STOKER_HAVE_RDKAFKA
@@ -818,6 +911,10 @@ class KafkaDataset final : public Dataset {
     };
     if (s.value == KafkaSpec::kRaw) {
       put(s.field, v, len);
+    } else if (s.value == KafkaSpec::kStoker) {
+      STOKER_RETURN_IF_ERROR(DecodeStokerSample(
+          v, len, fmt::format("kafka: {} partition {} offset {}", client_->Where(), partition, off),
+          out));
     } else {
       nlohmann::json j = nlohmann::json::parse(v, v + len, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object()) {
@@ -916,7 +1013,8 @@ bool KafkaAvailable() { return false; }
 void RegisterKafkaFormat() {
   RegisterDatasetFormat({"kafka", {}, OpenKafkaDataset,
                          "Kafka topic window: kafka://HOST:PORT/TOPIC[?start=earliest|latest|N|"
-                         "ts:T][&end=...][&count=N][&partitions=..][&value=raw|json][&field=F]"});
+                         "ts:T][&end=...][&count=N][&partitions=..][&value=raw|json|stoker][&field=F]"});
+  RegisterKafkaWriter();
 }
 
 }  // namespace stoker

@@ -21,7 +21,9 @@
 //   count=N                        at most N messages per partition
 //   partitions=0,2,5               only these partitions (default all)
 //   ranges=P:B-E,P:B-E             exactly these offset ranges (overrides start/end/count)
-//   value=raw|json                 raw: the value is one field named by field= (default
+//   value=raw|json|stoker          stoker: stoker's own sample encoding (below; what
+//                                  `stoker convert SRC kafka://...` writes by default);
+//                                  raw: the value is one field named by field= (default
 //                                  "bin"; field=jpg for encoded images); json: a JSON object
 //                                  whose members are fields (strings as UTF-8 bytes, numbers
 //                                  and booleans as text, objects and arrays as JSON text;
@@ -65,7 +67,7 @@ struct KafkaSpec {
   KafkaBound end{KafkaBound::kLatest, 0};
   int64_t count = -1;
   std::map<int32_t, std::pair<int64_t, int64_t>> ranges;  // pinned [begin, end) per partition
-  enum Value { kRaw, kJson } value = kRaw;
+  enum Value { kRaw, kJson, kStoker } value = kRaw;
   std::string field = "bin";
   std::set<std::string> base64;
   std::set<std::string> meta;  // key, timestamp, offset, partition
@@ -99,7 +101,27 @@ const std::vector<KafkaPartitionWindow>* KafkaWindowsOf(const Dataset& ds);
 // Decodes standard base64 (with or without padding); false on a bad character.
 bool DecodeBase64(const std::string& in, std::vector<uint8_t>* out);
 
+// stoker's sample encoding, one message value per sample (value=stoker), little-endian:
+//   "STKS" | u8 version (1) | i64 label | u32 key length, key | u32 field count |
+//   per field: u16 name length, name | u32 data length, data
+// A reader puts the fields back by name, the label as the sample's label and the key in the
+// field "__key__" (the sample's own key stays TOPIC/PARTITION/OFFSET: message keys need not
+// be unique).
+std::string EncodeStokerSample(const Sample& s);
+// Decodes into `out` (fields added; label set). A value that is not this encoding, or is
+// cut short or has bytes after its last field, is kCorrupt naming `where` and the byte.
+Status DecodeStokerSample(const uint8_t* data, size_t n, const std::string& where, Sample* out);
+
 bool KafkaAvailable();
 void RegisterKafkaFormat();
+
+// Writer for `stoker convert SRC kafka://HOST:PORT/TOPIC[?options]` (librdkafka producer,
+// idempotent, acks=all): one message per sample, keyed by the sample's key, the value in
+// stoker's encoding (value=stoker, default) or one field's bytes (value=raw&field=jpg).
+// partition=N sends every message to partition N (order kept, as for a file); by default
+// the key picks the partition (librdkafka's consistent murmur2 partitioner). Close() waits
+// for every delivery report; a message the broker did not take is an error naming the
+// topic, partition and sample key. rdkafka.NAME=VALUE sets producer properties.
+void RegisterKafkaWriter();
 
 }  // namespace stoker

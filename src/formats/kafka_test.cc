@@ -1,6 +1,7 @@
 // The kafka: spec and the value codecs, without a broker (python/tests/test_kafka.py reads
 // from a real one).
 #include "formats/kafka_dataset.h"
+#include "formats/writer.h"
 
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -97,6 +98,87 @@ TEST(KafkaSpec, Base64) {
   EXPECT_FALSE(DecodeBase64("aGk*", &out));
   EXPECT_FALSE(DecodeBase64("aG=k", &out));
   EXPECT_FALSE(DecodeBase64("a", &out));  // 6 bits cannot end a byte
+}
+
+
+Sample MakeSample() {
+  Sample s;
+  s.key = "class_1/img_007";
+  s.label = 1;
+  Field* a = s.AddField("jpg");
+  a->data = {0xFF, 0xD8, 0x00, 0x01, 0xFF, 0xD9};
+  Field* b = s.AddField("txt");
+  b->data = {'h', 'i'};
+  s.AddField("empty");
+  return s;
+}
+
+TEST(KafkaStokerEncoding, RoundTripsKeyLabelAndEveryField) {
+  Sample s = MakeSample();
+  std::string v = EncodeStokerSample(s);
+  ASSERT_EQ(v.substr(0, 4), "STKS");
+  Sample out;
+  ASSERT_TRUE(DecodeStokerSample(reinterpret_cast<const uint8_t*>(v.data()), v.size(), "m", &out).ok());
+  EXPECT_EQ(out.label, 1);
+  ASSERT_EQ(out.num_fields, 4u);  // __key__ + 3
+  const Field* k = out.Find("__key__");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(std::string(k->data.begin(), k->data.end()), s.key);
+  for (const char* name : {"jpg", "txt", "empty"})
+    EXPECT_EQ(out.Find(name)->data, s.Find(name)->data) << name;
+}
+
+// Every truncation and a trailing byte are named errors with the byte position, never a read
+// past the end (the fuzz target checks the rest).
+TEST(KafkaStokerEncoding, CutAndDamagedValuesAreNamed) {
+  std::string v = EncodeStokerSample(MakeSample());
+  for (size_t n = 0; n < v.size(); ++n) {
+    Sample out;
+    Status st = DecodeStokerSample(reinterpret_cast<const uint8_t*>(v.data()), n, "topic t p 0 offset 9", &out);
+    ASSERT_EQ(st.code(), StatusCode::kCorrupt) << n;
+    EXPECT_NE(st.message().find("topic t p 0 offset 9"), std::string::npos) << st.message();
+  }
+  std::string longer = v + "x";
+  Sample out;
+  Status st = DecodeStokerSample(reinterpret_cast<const uint8_t*>(longer.data()), longer.size(), "m", &out);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+  EXPECT_NE(st.message().find("1 bytes after the last field"), std::string::npos) << st.message();
+  std::string bad = v;
+  bad[4] = 9;  // version
+  EXPECT_NE(DecodeStokerSample(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), "m", &out)
+                .message().find("version 9"),
+            std::string::npos);
+  std::string json = "{\"jpg\": \"...\"}";
+  st = DecodeStokerSample(reinterpret_cast<const uint8_t*>(json.data()), json.size(), "m", &out);
+  EXPECT_NE(st.message().find("not in stoker's sample encoding"), std::string::npos);
+  // A field named twice.
+  Sample twice;
+  twice.key = "k";
+  twice.AddField("a")->data = {1};
+  twice.AddField("b")->data = {2};
+  std::string t = EncodeStokerSample(twice);
+  size_t at = t.find('b', 4 + 1 + 8 + 4 + 1 + 4);
+  t[at] = 'a';
+  Sample o2;
+  st = DecodeStokerSample(reinterpret_cast<const uint8_t*>(t.data()), t.size(), "m", &o2);
+  EXPECT_NE(st.message().find("'a' appears twice"), std::string::npos) << st.message();
+}
+
+TEST(KafkaWriter, DestinationOptionsAreCheckedBeforeConnecting) {
+  if (!KafkaAvailable()) GTEST_SKIP() << "built without librdkafka";
+  auto w = OpenDatasetWriter("kafka://127.0.0.1:1/t?start=earliest");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("'start' is not an option of a Kafka destination"),
+            std::string::npos) << w.status().ToString();
+  w = OpenDatasetWriter("kafka://127.0.0.1:1/t?value=json");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("not json"), std::string::npos);
+  w = OpenDatasetWriter("kafka://127.0.0.1:1/bad topic");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("not a topic name"), std::string::npos);
+  w = OpenDatasetWriter("kafka://127.0.0.1:1/t?partition=-1");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("partition='-1'"), std::string::npos);
 }
 
 // No broker listens: opening fails within the timeout, naming the broker and topic.

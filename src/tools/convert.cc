@@ -198,12 +198,20 @@ Result<ConvertResult> Convert(const std::string& src, const std::string& dst,
     return InvalidArgument("destination '{}' needs a format prefix, e.g. wds:out/train-%06d.tar",
                            dst);
   std::string fmt_name = dst.substr(0, colon), wpath = dst.substr(colon + 1);
-  std::string dir = DstDir(wpath);
+  // A stream destination (a Kafka topic) has no files: no manifest, no shards to resume
+  // after; the writer's delivery reports are what says it is complete.
+  const bool stream_dst = fmt_name == "kafka";
+  if (stream_dst && opts.resume)
+    return InvalidArgument("{}: --resume continues after complete shard files; a topic has none "
+                           "(convert again into a new topic, or read the part that arrived "
+                           "with kafka:...?end=N)",
+                           dst);
+  std::string dir = stream_dst ? std::string() : DstDir(wpath);
   ConvertResult res;
-  res.manifest_path = JoinPath(dir, kManifestName);
+  res.manifest_path = stream_dst ? std::string() : JoinPath(dir, kManifestName);
 
   STOKER_ASSIGN_OR_RETURN(auto ds, OpenDataset(src, opts.read));
-  STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
+  if (!stream_dst) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
   const uint64_t total = ds->size();
 
   Manifest m;
@@ -247,8 +255,8 @@ Result<ConvertResult> Convert(const std::string& src, const std::string& dst,
   const uint64_t start = m.next_sample;
   res.resumed_from = start;
   opts.writer.first_shard = m.shards.size();
-  STOKER_RETURN_IF_ERROR(WriteManifest(env, res.manifest_path, m));
   STOKER_ASSIGN_OR_RETURN(auto writer, OpenDatasetWriter(dst, opts.writer));
+  if (!stream_dst) STOKER_RETURN_IF_ERROR(WriteManifest(env, res.manifest_path, m));
 
   // Readers fill a window of slots ahead of the writer; the writer consumes in order.
   int threads = opts.threads > 0 ? opts.threads : std::max(1, AvailableCpus());
@@ -290,6 +298,7 @@ Result<ConvertResult> Convert(const std::string& src, const std::string& dst,
   std::vector<uint64_t> pending;  // hashes of samples not yet in a finished shard
   uint64_t shard_first = start;
   auto collect = [&]() -> Status {
+    if (stream_dst) return Status::OK();  // shards (partitions) are known at Close
     const auto& ws = writer->shards();
     while (m.shards.size() - (opts.writer.first_shard) < ws.size()) {
       const WrittenShard& w = ws[m.shards.size() - opts.writer.first_shard];
@@ -352,10 +361,30 @@ Result<ConvertResult> Convert(const std::string& src, const std::string& dst,
     if (failure.ok()) failure = collect();
   }
   if (!failure.ok()) {
+    if (stream_dst) return failure;
     m.complete = false;
     m.error = failure.message();
     WriteManifest(env, res.manifest_path, m).IgnoreError();
     return failure;
+  }
+  if (stream_dst) {
+    // One entry per partition written (messages, bytes); the checksum covers every sample's
+    // content in source order.
+    uint64_t delivered = 0;
+    for (const auto& w : writer->shards()) {
+      ManifestShard s;
+      s.path = w.path;
+      s.samples = w.samples;
+      s.bytes = w.bytes;
+      delivered += w.samples;
+      res.shards.push_back(s);
+      res.samples += w.samples;
+      res.bytes += w.bytes;
+    }
+    if (delivered != total - start)
+      return Internal("{}: {} samples written, {} delivered", dst, total - start, delivered);
+    res.checksum = ShardChecksum(pending.data(), pending.size());
+    return res;
   }
   m.complete = true;
   m.next_sample = total;
