@@ -51,7 +51,8 @@ struct DirEntry {
 };
 
 struct OpenOptions {
-  bool direct = false;  // O_DIRECT when the file system allows it (cold reads)
+  bool direct = false;  // O_DIRECT when the file system allows it (cold reads); object
+                        // stores: no read-ahead blocks, every read is its own request
 };
 
 class Env {

@@ -1,5 +1,7 @@
 #include "io/object_env.h"
 
+#include "io/readahead.h"
+
 #include <cstdint>
 #include <algorithm>
 #include <atomic>
@@ -237,6 +239,8 @@ struct Config {
   double retry_base_ms = 50, retry_cap_ms = 5000;
   double connect_timeout_s = 3, request_timeout_s = 10, deadline_s = 60;
   uint64_t part_bytes = 8ull << 20;
+  uint64_t block_bytes = 8ull << 20;      // read-ahead blocks (0: off)
+  uint64_t readahead_budget = 512ull << 20;
   int threads = 16;
   static Config FromEnv() {
     Config c;
@@ -247,6 +251,15 @@ struct Config {
     c.deadline_s = EnvNum("STOKER_S3_DEADLINE_S", c.deadline_s);
     c.part_bytes = static_cast<uint64_t>(EnvNum("STOKER_S3_PART_MB", 8) * (1 << 20));
     c.threads = static_cast<int>(EnvNum("STOKER_S3_THREADS", c.threads));
+    const char* blk = std::getenv("STOKER_S3_BLOCK_MB");
+    if (blk && std::string(blk) == "0") {
+      c.block_bytes = 0;
+    } else {
+      c.block_bytes = static_cast<uint64_t>(EnvNum("STOKER_S3_BLOCK_MB", 8) * (1 << 20));
+    }
+    // A block is one ranged GET (never split into parts on the pool that runs prefetches).
+    c.block_bytes = std::min(c.block_bytes, c.part_bytes + c.part_bytes / 2);
+    c.readahead_budget = static_cast<uint64_t>(EnvNum("STOKER_S3_READAHEAD_MB", 512) * (1 << 20));
     return c;
   }
 };
@@ -461,6 +474,19 @@ class ObjectRandomAccessFile final : public RandomAccessFile {
   PartPool* pool_;
 };
 
+// A shared file as a unique one (the read-ahead decorator shares its file with prefetches).
+class SharedFile final : public RandomAccessFile {
+ public:
+  explicit SharedFile(std::shared_ptr<RandomAccessFile> f) : f_(std::move(f)) {}
+  Result<size_t> ReadAt(uint64_t o, size_t n, uint8_t* d) const override { return f_->ReadAt(o, n, d); }
+  uint64_t size() const override { return f_->size(); }
+  const std::string& path() const override { return f_->path(); }
+  std::string version() const override { return f_->version(); }
+
+ private:
+  std::shared_ptr<RandomAccessFile> f_;
+};
+
 class ObjectWritableFile final : public WritableFile {
  public:
   ObjectWritableFile(std::string url, std::shared_ptr<arrow::io::OutputStream> out)
@@ -520,6 +546,7 @@ class ArrowObjectEnv final : public Env {
   void Reset() {
     std::lock_guard<std::mutex> lk(mu_);
     cfg_ = Config::FromEnv();
+    SetReadAheadBudget(cfg_.readahead_budget);
     s3_.reset();
     gs_.reset();
     by_bucket_.clear();
@@ -535,14 +562,24 @@ class ArrowObjectEnv final : public Env {
   }
 
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& url,
-                                                                const OpenOptions&) override {
+                                                                const OpenOptions& opts) override {
     STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
     STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
     DeadlineScope dl(cfg_.deadline_s);
     std::shared_ptr<arrow::io::RandomAccessFile> file;
     STOKER_ASSIGN_OR_RETURN(auto head, Head(b, key, url, dl, &file));
-    return std::unique_ptr<RandomAccessFile>(new ObjectRandomAccessFile(
-        url, std::move(file), head.size, std::move(head.etag), cfg_, pool_));
+    auto object = std::make_shared<ObjectRandomAccessFile>(url, std::move(file), head.size,
+                                                           std::move(head.etag), cfg_, pool_);
+    if (opts.direct || cfg_.block_bytes == 0)
+      return std::unique_ptr<RandomAccessFile>(new SharedFile(std::move(object)));
+    // Small reads that follow each other (a tar scanned header by header, a shard's samples
+    // in order) become one GET per block, the next block fetched while this one is used.
+    ReadAheadOptions ra;
+    ra.block_bytes = cfg_.block_bytes;
+    ra.max_small_read = cfg_.block_bytes / 2;
+    PartPool* pool = pool_;
+    ra.executor = [pool](std::function<void()> fn) { pool->Schedule(std::move(fn)); };
+    return NewReadAheadFile(std::move(object), ra);
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& url) override {

@@ -97,7 +97,7 @@ Status RunPoint(Env* env, Clock* clock, const std::string& file, uint64_t usable
                 const ProbeOptions& o, ProbePoint* pt) {
   STOKER_RETURN_IF_ERROR(env->DropCache(file));
   OpenOptions oo;
-  oo.direct = direct;
+  oo.direct = direct || IsObjectStoreUri(file);  // object stores: every read one request
   STOKER_ASSIGN_OR_RETURN(auto f, env->NewRandomAccessFile(file, oo));
   const int threads = pt->threads;
   const size_t block = pt->block;
