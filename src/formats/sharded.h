@@ -5,6 +5,8 @@
 // samples_per_shard samples).
 #pragma once
 
+#include "io/object_env.h"
+
 #include <cstdint>
 #include <algorithm>
 #include <initializer_list>
@@ -28,12 +30,16 @@ Result<std::vector<std::string>> ResolveShardList(Env* env, const std::string& s
 Result<std::string> FormatShardPattern(const std::string& pattern, int shard);
 
 
-// Runs index_one(path) for every shard, on up to 8 threads; results in shard order.
+// Runs index_one(path) for every shard, on up to 8 threads (at most one per core: scans are
+// CPU and disk work), or up to 16 for object URLs (there a scan waits on the network);
+// results in shard order.
 template <typename R, typename F>
 std::vector<R> IndexShards(const std::vector<std::string>& paths, const char* thread_name,
                            F index_one) {
   std::vector<R> results(paths.size());
-  int threads = std::min<int>(static_cast<int>(paths.size()), std::min(8, AvailableCpus()));
+  const bool remote = !paths.empty() && IsObjectStoreUri(paths[0]);
+  int threads = std::min<int>(static_cast<int>(paths.size()),
+                              remote ? 16 : std::min(8, AvailableCpus()));
   if (threads <= 1) {
     for (size_t i = 0; i < paths.size(); ++i) results[i] = index_one(paths[i]);
   } else {

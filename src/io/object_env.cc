@@ -239,7 +239,11 @@ struct Config {
   double retry_base_ms = 50, retry_cap_ms = 5000;
   double connect_timeout_s = 3, request_timeout_s = 10, deadline_s = 60;
   uint64_t part_bytes = 8ull << 20;
-  uint64_t block_bytes = 8ull << 20;      // read-ahead blocks (0: off)
+  // Read-ahead blocks (0: off) and how many are fetched ahead, in parallel (one GET each).
+  // Measured (bench/remote, S3Proxy behind 20 ms and 25 MB/s per connection): 2 MiB x 8
+  // ahead read a shard stream at 69 MB/s, 8 MiB x 4 and 4 MiB x 8 at 47.
+  uint64_t block_bytes = 2ull << 20;
+  int blocks_ahead = 8;
   uint64_t readahead_budget = 512ull << 20;
   int threads = 16;
   static Config FromEnv() {
@@ -255,11 +259,12 @@ struct Config {
     if (blk && std::string(blk) == "0") {
       c.block_bytes = 0;
     } else {
-      c.block_bytes = static_cast<uint64_t>(EnvNum("STOKER_S3_BLOCK_MB", 8) * (1 << 20));
+      c.block_bytes = static_cast<uint64_t>(EnvNum("STOKER_S3_BLOCK_MB", 2) * (1 << 20));
     }
     // A block is one ranged GET (never split into parts on the pool that runs prefetches).
     c.block_bytes = std::min(c.block_bytes, c.part_bytes + c.part_bytes / 2);
     c.readahead_budget = static_cast<uint64_t>(EnvNum("STOKER_S3_READAHEAD_MB", 512) * (1 << 20));
+    c.blocks_ahead = static_cast<int>(EnvNum("STOKER_S3_READAHEAD_BLOCKS", c.blocks_ahead));
     return c;
   }
 };
@@ -577,6 +582,7 @@ class ArrowObjectEnv final : public Env {
     ReadAheadOptions ra;
     ra.block_bytes = cfg_.block_bytes;
     ra.max_small_read = cfg_.block_bytes / 2;
+    ra.ahead = cfg_.blocks_ahead;
     PartPool* pool = pool_;
     ra.executor = [pool](std::function<void()> fn) { pool->Schedule(std::move(fn)); };
     return NewReadAheadFile(std::move(object), ra);
