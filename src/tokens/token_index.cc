@@ -2,15 +2,19 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include <immintrin.h>
 #include <sys/mman.h>
 
 #include "core/random.h"
+#include "core/thread_pool.h"
 #include "formats/checksum.h"
 
 namespace stoker::tokens {
@@ -280,6 +284,103 @@ static_assert(sizeof(IndexHeader) == 64);
 
 }  // namespace
 
+namespace {
+
+int BuildThreads(const TokenIndexOptions& o, uint64_t docs) {
+  if (docs < (uint64_t{1} << 18)) return 1;  // a few ms at most: not worth a thread
+  const int want = o.build_threads > 0 ? o.build_threads : std::min(4, AvailableCpus());
+  return std::max(1, want);
+}
+
+// Runs fn(c) for c in [0, count) on `threads` threads (the caller is one of them); chunks
+// are taken one at a time, so a thread that is not scheduled holds up nothing.
+template <typename Fn>
+void ForChunks(int threads, uint64_t count, const Fn& fn) {
+  std::atomic<uint64_t> next{0};
+  auto work = [&] {
+    for (uint64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < count;) fn(c);
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads && static_cast<uint64_t>(t) < count; ++t) helpers.emplace_back(work);
+  work();
+  for (auto& h : helpers) h.join();
+}
+
+// Concatenation: sample k (1 <= k <= n) starts at token k*S of the epoch's stream of
+// documents in shuffled order, at (position, offset) of the document that holds that token
+// (a start exactly at a document's end is the next document's offset 0); starts at or past
+// the stream's end (the padded last sample) are (D, 0). out[0] = (0, 0).
+//
+// In chunks of positions, two passes: (1) the chunk's shuffled lengths are gathered from
+// the length table into `plen` (the Feistel rounds vectorized, 256 random reads issued
+// together so their cache misses overlap) and summed; (2) with the token count before the
+// chunk known, the chunk's starts are emitted from `plen`. One thread runs (2) right after
+// (1) chunk by chunk (plen's chunk is still in the cache); several run all of (1), then all
+// of (2). The result does not depend on the thread count.
+template <typename Start>
+Status BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
+                         uint64_t S, uint64_t n, uint64_t T, int threads, Start* out) {
+  constexpr uint64_t kChunk = uint64_t{1} << 16;
+  const uint64_t chunks = (D + kChunk - 1) / kChunk;
+  std::unique_ptr<uint32_t[], FreeDeleter> plen(
+      static_cast<uint32_t*>(AllocHuge(4 * (threads > 1 ? D : kChunk))));
+  if (!plen) return Internal("cannot allocate {} bytes for the index build", 4 * D);
+  std::vector<uint64_t> before(chunks + 1, 0);  // tokens before chunk c
+  auto gather = [&](uint64_t c, uint32_t* dst) {
+    constexpr uint64_t kBlock = 256;
+    const uint64_t p0 = c * kChunk, p1 = std::min(D, p0 + kChunk);
+    uint64_t sum = 0;
+    for (uint64_t b0 = p0; b0 < p1; b0 += kBlock) {
+      const uint64_t m = std::min(kBlock, p1 - b0);
+      uint32_t* j = dst + (b0 - p0);
+      perm.Block(b0, m, j);
+      for (uint64_t i = 0; i < m; ++i) j[i] = len[j[i]];  // independent loads: overlapped
+      for (uint64_t i = 0; i < m; ++i) sum += j[i];
+    }
+    before[c + 1] = sum;  // a count until the prefix sum below
+  };
+  auto emit = [&](uint64_t c, const uint32_t* lens) {
+    const uint64_t p0 = c * kChunk, p1 = std::min(D, p0 + kChunk);
+    uint64_t base = before[c];
+    uint64_t k = std::max<uint64_t>(1, (base + S - 1) / S);  // the first start >= base
+    uint64_t next = k * S;
+    Start scratch;
+    for (uint64_t p = p0; p < p1 && k <= n; ++p) {
+      const uint64_t end = base + lens[p - p0];
+      // Most documents are shorter than S and hold at most one start: that one is written
+      // without a branch (to `scratch` when there is none).
+      const uint64_t hit = static_cast<uint64_t>(next < end);
+      Start* w = hit ? out + k : &scratch;
+      *w = {static_cast<uint32_t>(p), static_cast<uint32_t>(next - base)};
+      k += hit;
+      next += hit * S;
+      while (next < end && k <= n) {
+        out[k++] = {static_cast<uint32_t>(p), static_cast<uint32_t>(next - base)};
+        next += S;
+      }
+      base = end;
+    }
+  };
+  out[0] = {0, 0};
+  if (threads <= 1) {
+    for (uint64_t c = 0; c < chunks; ++c) {
+      gather(c, plen.get());
+      before[c + 1] += before[c];
+      emit(c, plen.get());
+    }
+  } else {
+    ForChunks(threads, chunks, [&](uint64_t c) { gather(c, plen.get() + c * kChunk); });
+    for (uint64_t c = 0; c < chunks; ++c) before[c + 1] += before[c];
+    ForChunks(threads, chunks, [&](uint64_t c) { emit(c, plen.get() + c * kChunk); });
+  }
+  // The starts at or past the end of the stream (k*S >= T): the padded last sample.
+  for (uint64_t k = std::max<uint64_t>(1, (T + S - 1) / S); k <= n; ++k)
+    out[k] = {static_cast<uint32_t>(D), 0};
+  return Status::OK();
+}
+
+}  // namespace
+
 void EpochIndex::SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uint64_t salt) {
   doc_perm_ = KeyedPermutation(num_docs_, MixKey(o.seed, epoch, salt, kStreamDocShuffle),
                                !o.shuffle);
@@ -317,36 +418,8 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
       return Internal("cannot allocate {} bytes for the sample index of {}", 8 * (n + 1),
                       store.files()[0]);  // every entry is written below
     ix->own_samples_n_ = n + 1;
-    SampleStart* out = ix->own_samples_.get();
-    // One pass over the documents in epoch order: sample k starts at token k*S of the
-    // concatenated stream, at (position, offset) of the document that holds that token (a
-    // start exactly at a document's end is the next document's offset 0).
-    out[0] = {0, 0};
-    uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position pos
-    // In blocks: the block's shuffled lengths are fetched first (their reads are random and
-    // independent, so the CPU overlaps the cache misses), then walked.
-    constexpr uint64_t kBlock = 256;
-    uint32_t j[kBlock];
-    for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
-      const uint64_t m = std::min(kBlock, D - b0);
-      perm.Block(b0, m, j);
-      for (uint64_t i = 0; i < m; ++i) j[i] = len[j[i]];  // independent loads: overlapped
-      for (uint64_t i = 0; i < m && k <= n; ++i) {
-        const uint64_t end = base + j[i];
-        // Most documents are shorter than S and hold at most one start: that one is
-        // written without a branch (out[k] is scratch until k moves on; k <= n + 1).
-        out[k] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
-        const uint64_t hit = static_cast<uint64_t>(next < end) & static_cast<uint64_t>(k <= n);
-        k += hit;
-        next += hit * S;
-        while (next < end && k <= n) {
-          out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
-          next += S;
-        }
-        base = end;
-      }
-    }
-    for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
+    STOKER_RETURN_IF_ERROR(BuildConcatStarts(perm, len, D, S, n, T, BuildThreads(o, D),
+                                             ix->own_samples_.get()));
     ix->num_samples_ = n;
   } else {
     std::vector<Seg> segs;
@@ -531,8 +604,35 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
 }
 
 uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
-  out->clear();
   const uint64_t k = sample_perm_(p);
+  Pieces(k, out);
+  return k;
+}
+
+void EpochIndex::PrefetchEntry(uint64_t k) const {
+  if (mode_ == PackMode::kConcat) {
+    __builtin_prefetch(&sample_index_[k]);
+  } else {
+    __builtin_prefetch(&bin_start_[k]);
+  }
+}
+
+void EpochIndex::PrefetchDocuments(uint64_t k) const {
+  if (mode_ == PackMode::kConcat) {
+    // The documents from the start's on, as many as S + 1 tokens take at the mean length
+    // (plus the first one's remainder): a guess, for the prefetch only.
+    const uint64_t pos = sample_index_[k].pos;
+    const uint64_t mean = std::max<uint64_t>(1, tokens_ / std::max<uint64_t>(1, num_docs_));
+    const uint64_t m = std::min<uint64_t>(8, 2 + static_cast<uint64_t>(seq_len_) / mean);
+    for (uint64_t i = 0; i < m && pos + i < num_docs_; ++i) store_->PrefetchDocument(DocAt(pos + i));
+  } else {
+    for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
+      store_->PrefetchDocument(DocAt(segs_[i].pos));
+  }
+}
+
+void EpochIndex::Pieces(uint64_t k, std::vector<Piece>* out) const {
+  out->clear();
   if (mode_ == PackMode::kConcat) {
     uint64_t left = static_cast<uint64_t>(seq_len_) + 1;
     uint64_t pos = sample_index_[k].pos, off = sample_index_[k].off;
@@ -549,7 +649,6 @@ uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
     for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
       out->push_back({DocAt(segs_[i].pos), segs_[i].off, segs_[i].len});
   }
-  return k;
 }
 
 BlendCursor::BlendCursor(std::vector<double> weights) : w_(std::move(weights)) {

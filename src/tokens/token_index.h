@@ -51,6 +51,9 @@ struct TokenIndexOptions {
   // Where the index files go: "" = a ".stoker-index" folder beside the first data file,
   // "none" = build in memory, never cached.
   std::string cache_dir;
+  // Threads of the concatenation index build (0: up to 4, as many as CPUs are available).
+  // The index is the same for any number.
+  int build_threads = 0;
 };
 
 struct FreeDeleter {
@@ -155,6 +158,15 @@ class EpochIndex {
   // the S + 1 token window (the last may be cut short at the end of the epoch). Packing: the
   // pieces of the bin, S tokens at most. Returns the unshuffled sample position.
   uint64_t Sample(uint64_t p, std::vector<Piece>* out) const;
+
+  // Sample in stages, for batch assembly: the cache misses of several samples overlap
+  // instead of following each other. PrefetchEntry(k) starts loading unshuffled sample k's
+  // index entry (k = SampleAt(p)); PrefetchDocuments(k), after it, the store's index
+  // entries of the documents the sample probably covers; Pieces(k, out) reads them.
+  // Sample(p) == Pieces(SampleAt(p)); the prefetches are hints that change nothing.
+  void PrefetchEntry(uint64_t k) const;
+  void PrefetchDocuments(uint64_t k) const;
+  void Pieces(uint64_t k, std::vector<Piece>* out) const;
 
  private:
   struct SampleStart {
