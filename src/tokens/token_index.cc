@@ -287,9 +287,9 @@ static_assert(sizeof(IndexHeader) == 64);
 namespace {
 
 int BuildThreads(const TokenIndexOptions& o, uint64_t docs) {
+  if (o.build_threads > 0) return o.build_threads;
   if (docs < (uint64_t{1} << 18)) return 1;  // a few ms at most: not worth a thread
-  const int want = o.build_threads > 0 ? o.build_threads : std::min(4, AvailableCpus());
-  return std::max(1, want);
+  return std::max(1, std::min(4, AvailableCpus()));
 }
 
 // Runs fn(c) for c in [0, count) on `threads` threads (the caller is one of them); chunks

@@ -3,9 +3,11 @@
 #include <cstdint>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "core/random.h"
 #include "formats/formats_testing.h"
@@ -376,6 +378,65 @@ TEST(TokenPipeline, OutputDoesNotDependOnThreadsOrPrefetch) {
   }
 }
 
+// Whoever assembles a batch (the threads, or Next() while it would wait) and however far
+// ahead, the batches are the same, in the same order, and a resume in the middle of
+// batches in flight continues the same stream. A slow consumer lets the threads go to sleep
+// between batches (the wake-up path).
+TEST(TokenPipeline, HandOffDoesNotChangeTheBatches) {
+  std::string dir = testing::FreshDir("tp-handoff");
+  std::string c = MakeCorpus(dir, "c", 200, 300, 12);
+  auto base = Opts({c}, 96, PackMode::kConcat);
+  base.window = true;
+  base.position_ids = TokenPipelineOptions::PositionIds::kAuto;
+  base.threads = 1;
+  base.prefetch = 1;
+  base.assemble_when_waiting = false;
+  struct Seen {
+    std::vector<int64_t> ids;
+    std::vector<std::vector<int64_t>> pieces;
+    std::vector<std::vector<uint8_t>> windows;
+  };
+  auto run = [](const TokenPipelineOptions& o, int n, bool slow, int restore_at) {
+    Seen s;
+    auto p = TokenPipeline::Create(o);
+    EXPECT_TRUE(p.ok());
+    for (int i = 0; i < n; ++i) {
+      if (i == restore_at) {  // batches are in flight: they are dropped, the stream goes on
+        TokenState st = (*p)->state();
+        EXPECT_TRUE((*p)->Restore(st).ok());
+      }
+      auto b = (*p)->Next();
+      EXPECT_TRUE(b.ok());
+      if (!b.ok()) return s;
+      s.ids.insert(s.ids.end(), (*b)->sample_ids.begin(), (*b)->sample_ids.end());
+      s.pieces.push_back((*b)->pieces);
+      s.windows.push_back(Bytes((*b)->window));
+      if (slow) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    return s;
+  };
+  const int n = 40;
+  Seen want = run(base, n, false, -1);
+  ASSERT_EQ(want.ids.size(), 4u * n);
+  for (int threads : {1, 2, 4}) {
+    for (int prefetch : {1, 2, 5}) {
+      for (bool help : {false, true}) {
+        auto o = base;
+        o.threads = threads;
+        o.prefetch = prefetch;
+        o.assemble_when_waiting = help;
+        const bool slow = threads == 2 && prefetch == 2;
+        Seen got = run(o, n, slow, prefetch == 5 ? 17 : -1);
+        SCOPED_TRACE(::testing::Message() << threads << " threads, prefetch " << prefetch
+                                        << (help ? ", helping" : "") << (slow ? ", slow" : ""));
+        EXPECT_EQ(got.ids, want.ids);
+        EXPECT_EQ(got.pieces, want.pieces);
+        EXPECT_EQ(got.windows, want.windows);
+      }
+    }
+  }
+}
+
 // The window layout (concatenation's default): one [B, S + 1] buffer, input_ids and labels
 // are views of it (labels start one token later), no position_ids unless asked; the tokens
 // are those of the separate layout, label for label.
@@ -657,6 +718,61 @@ TEST(TokenIndex, LazyConcatIndexMatchesTheConcatenatedStream) {
         EXPECT_EQ(ks.size(), N);
       }
     }
+  }
+}
+
+// The concatenation index is built in chunks of 65536 documents, on one thread or several:
+// every sample starts at token k*S of the epoch's stream, whatever the thread count.
+TEST(TokenIndex, ConcatIndexIsTheSameOnAnyNumberOfBuildThreads) {
+  std::string dir = testing::FreshDir("ti-threads");
+  std::string spec = MakeCorpus(dir, "c", 150000, 9, 31);  // 3 chunks
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  for (bool drop : {true, false}) {
+    TokenIndexOptions o;
+    o.seq_len = 37;
+    o.seed = 8;
+    o.drop_last_partial = drop;
+    o.cache_dir = "none";
+    auto docs = SelectDocuments(**store, o);
+    ASSERT_TRUE(docs.ok());
+    std::vector<std::vector<uint64_t>> runs;
+    for (int threads : {1, 2, 3, 7}) {
+      o.build_threads = threads;
+      auto ix = EpochIndex::Get(**store, *docs, o, 1, 0);
+      ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+      const uint64_t T = docs->tokens, S = 37, N = (*ix)->num_samples();
+      ASSERT_EQ(N, drop ? (T - 1) / S : (T + S - 1) / S);
+      // Where token k*S is in the epoch's stream: (document, offset), by a sweep.
+      std::vector<std::pair<uint64_t, uint64_t>> want(N, {~uint64_t{0}, 0});
+      uint64_t base = 0, k = 0;
+      for (uint64_t pos = 0; pos < docs->size() && k < N; ++pos) {
+        const uint64_t d = (*ix)->DocAt(pos), end = base + (*store)->DocumentLength(d);
+        for (; k < N && k * S < end; ++k) want[k] = {d, k * S - base};
+        base = end;
+      }
+      std::vector<uint64_t> got;
+      std::vector<Piece> pcs;
+      for (uint64_t p = 0; p < N; ++p) {
+        const uint64_t kk = (*ix)->Sample(p, &pcs);
+        got.push_back(kk);
+        if (kk * S >= T) {
+          ASSERT_TRUE(pcs.empty());  // the padded last sample past the end
+          continue;
+        }
+        ASSERT_FALSE(pcs.empty());
+        ASSERT_EQ(std::make_pair(pcs[0].doc, pcs[0].offset), want[kk])
+            << "threads " << threads << " sample " << kk;
+        uint64_t len = 0;
+        for (const Piece& pc : pcs) {
+          got.insert(got.end(), {pc.doc, pc.offset, pc.len});
+          len += pc.len;
+        }
+        ASSERT_EQ(len, std::min<uint64_t>(S + 1, T - kk * S));
+      }
+      runs.push_back(std::move(got));
+    }
+    for (size_t i = 1; i < runs.size(); ++i) EXPECT_EQ(runs[i], runs[0]);
   }
 }
 
