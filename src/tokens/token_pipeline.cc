@@ -59,11 +59,14 @@ class BatchPool : public std::enable_shared_from_this<BatchPool> {
 // The hand-off is a ring of `prefetch` slots addressed by a running number: the consumer
 // publishes plans (tail_), the threads claim them in order (claim_), the consumer takes the
 // batches in order (head_). Nobody sleeps while there is work: a thread that finds no plan
-// spins for a while (kIdleSpin) before it sleeps, and Next(), when its batch is not ready,
-// first assembles a queued batch itself (assemble_when_waiting), then spins for about one
-// batch's assembly time, and only then sleeps. A futex wake happens only when one side
-// really slept: with a wake per batch (the thread pool and futures before), the wakes took
-// ~14 % of the time at ~30,000 batches/s (bench/RESULTS.md).
+// spins for a while (kIdleSpin) before it sleeps, and Next(), when its batch is not ready
+// (assemble_when_waiting): assembles a queued batch itself; then spins for about two
+// batches' assembly time; then, if a thread still holds its batch (a thread preempted in
+// the middle of it, on a busy machine, would hold it up for a time slice), assembles that
+// batch itself from the same plan (a pure function of it), and the thread's copy is
+// dropped when it ends. A futex wake happens only when one side really slept: with a wake
+// per batch (the thread pool and futures before), the wakes took ~14 % of the time at
+// ~30,000 batches/s (bench/RESULTS.md).
 class TokenPipeline::Prefetcher {
  public:
   Prefetcher(const TokenPipeline* p, int threads, int depth, bool help)
@@ -84,10 +87,26 @@ class TokenPipeline::Prefetcher {
     work_cv_.notify_all();
     for (auto& t : threads_) t.join();
   }
-  // Consumer side (one thread): fill the plan of NextPlan(), then Publish() it.
+  // Consumer side (one thread). Plans are written into NextPlan(), then published, while
+  // fewer than `prefetch` are queued.
   size_t size() const { return static_cast<size_t>(tail_.load(std::memory_order_relaxed) - head_); }
-  bool full() const { return size() >= slots_.size(); }
-  Plan* NextPlan() { return &slot(tail_.load(std::memory_order_relaxed)).plan; }
+  // Whether another plan can be queued now: fewer than `prefetch` are, and the next slot is
+  // not still read by a thread whose batch was taken over (at most one is waited for, when
+  // nothing is queued).
+  bool CanPublish() {
+    if (size() >= slots_.size()) return false;
+    Slot& s = slot(tail_.load(std::memory_order_relaxed));
+    if (s.users.load(std::memory_order_seq_cst) == 0) return true;
+    if (size() > 0) return false;
+    WaitUntil([&] { return s.users.load(std::memory_order_seq_cst) == 0; });
+    return true;
+  }
+  Plan* NextPlan() {
+    Slot& s = slot(tail_.load(std::memory_order_relaxed));
+    std::lock_guard<std::mutex> l(s.mu);
+    s.taken = false;
+    return &s.plan;
+  }
   void Publish() {
     tail_.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
     // Dekker with Loop(): it counts itself a sleeper, then looks at tail_ again.
@@ -98,8 +117,8 @@ class TokenPipeline::Prefetcher {
   }
   Result<TokenBatchPtr> Pop() {
     const uint64_t i = head_;
-    Wait(i, help_);
     Slot& s = slot(i);
+    Get(i);
     ++head_;
     if (!s.status.ok()) {
       s.batch.reset();
@@ -107,18 +126,16 @@ class TokenPipeline::Prefetcher {
     }
     return TokenBatchPtr(std::move(s.batch));
   }
-  // Drops the queued plans and waits for the batches being assembled; nothing is in flight
-  // after it.
+  // Drops the queued plans and waits for the threads; nothing is in flight after it.
   void Drain() {
     const uint64_t t = tail_.load(std::memory_order_relaxed);
     uint64_t c = claim_.load();
     while (c < t && !claim_.compare_exchange_weak(c, t)) {
     }
-    // [head_, min(c, t)) were claimed (by a thread, or done here); [c, t) are dropped.
-    for (uint64_t i = head_; i < std::min(c, t); ++i) Wait(i, false);
-    for (uint64_t i = head_; i < t; ++i) {
-      slot(i).batch.reset();
-      slot(i).status = Status::OK();
+    for (auto& s : slots_) {
+      WaitUntil([&] { return s->users.load(std::memory_order_seq_cst) == 0; });
+      s->batch.reset();
+      s->status = Status::OK();
     }
     head_ = t;
   }
@@ -129,13 +146,15 @@ class TokenPipeline::Prefetcher {
     Scratch scratch;
     std::shared_ptr<TokenBatch> batch;
     Status status;
-    std::atomic<uint64_t> done{0};  // number + 1 of the batch assembled here
+    std::atomic<uint64_t> done{0};  // number + 1 of the batch a thread delivered here
+    std::atomic<int> users{0};      // threads claiming or assembling this slot's plan
+    std::mutex mu;                  // a thread's result against a take-over
+    bool taken = false;             // guarded by mu: Next() assembled this batch itself
   };
   // How long an idle thread spins before it sleeps (the consumer publishes the next plan
   // within one of its own iterations when it runs flat out).
   static constexpr auto kIdleSpin = std::chrono::microseconds(100);
-  // How long Next() leaves a queued batch to a spinning thread before it takes it itself (a
-  // spinning thread that was preempted would otherwise hold it up for a time slice).
+  // How long Next() leaves a queued batch to a spinning thread before it takes it itself.
   static constexpr auto kHelpAfter = std::chrono::microseconds(5);
 
   Slot& slot(uint64_t i) { return *slots_[i % slots_.size()]; }
@@ -144,13 +163,9 @@ class TokenPipeline::Prefetcher {
     __builtin_ia32_pause();
 #endif
   }
+  static auto Now() { return std::chrono::steady_clock::now(); }
 
-  // Assembles batch i, claimed by the caller.
-  void Run(uint64_t i) {
-    Slot& s = slot(i);
-    auto t0 = std::chrono::steady_clock::now();
-    if (!s.batch) s.batch = batches_->Get();
-    s.status = p_->Assemble(s.plan, &s.scratch, s.batch.get());
+  void Account(std::chrono::steady_clock::time_point t0) {
     const double dt = Since(t0);
     {
       std::lock_guard<std::mutex> l(p_->stats_mu_);
@@ -159,8 +174,30 @@ class TokenPipeline::Prefetcher {
     const int64_t ns = static_cast<int64_t>(dt * 1e9);
     const int64_t avg = avg_ns_.load(std::memory_order_relaxed);
     avg_ns_.store(avg == 0 ? ns : avg + (ns - avg) / 8, std::memory_order_relaxed);
-    s.done.store(i + 1, std::memory_order_seq_cst);
-    // Dekker with Wait(): it says it waits, then looks at `done` again.
+  }
+
+  // Assembles batch i, claimed by the caller (its slot's `users` counts it).
+  void Run(uint64_t i) {
+    Slot& s = slot(i);
+    const auto t0 = Now();
+    std::shared_ptr<TokenBatch> b = batches_->Get();
+    Status st = p_->Assemble(s.plan, &s.scratch, b.get());
+    Account(t0);
+    {
+      std::lock_guard<std::mutex> l(s.mu);
+      if (!s.taken) {  // else Next() delivered its own copy: this one goes back to the pool
+        s.batch = std::move(b);
+        s.status = std::move(st);
+        s.done.store(i + 1, std::memory_order_seq_cst);
+      }
+    }
+    Release(s);
+  }
+
+  // Ends a use of slot s (and wakes the consumer if it sleeps on something).
+  void Release(Slot& s) {
+    s.users.fetch_sub(1, std::memory_order_seq_cst);
+    // Dekker with WaitUntil(): it says it waits, then looks again.
     if (waiting_.load(std::memory_order_seq_cst)) {
       { std::lock_guard<std::mutex> l(mu_); }
       done_cv_.notify_all();
@@ -171,16 +208,21 @@ class TokenPipeline::Prefetcher {
   bool ClaimNext(uint64_t* i) {
     uint64_t c = claim_.load(std::memory_order_acquire);
     while (c < tail_.load(std::memory_order_acquire)) {
-      if (claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
+      // Counted a user before the claim, so that a take-over never republishes a slot
+      // whose plan a thread is about to read.
+      Slot& s = slot(c);
+      s.users.fetch_add(1, std::memory_order_seq_cst);
+      if (claim_.compare_exchange_strong(c, c + 1, std::memory_order_seq_cst)) {
         *i = c;
         return true;
       }
+      Release(s);
     }
     return false;
   }
 
   void Loop() {
-    auto idle_since = std::chrono::steady_clock::now();
+    auto idle_since = Now();
     bool idle = false;  // counted in idle_: spinning for work
     for (int spins = 0;; ++spins) {
       uint64_t i;
@@ -194,13 +236,13 @@ class TokenPipeline::Prefetcher {
       if (!idle) {
         idle = true;
         idle_.fetch_add(1, std::memory_order_relaxed);
-        idle_since = std::chrono::steady_clock::now();
+        idle_since = Now();
       }
       if (stop_.load(std::memory_order_acquire)) {
         idle_.fetch_sub(1, std::memory_order_relaxed);
         return;
       }
-      if (spins % 64 != 0 || std::chrono::steady_clock::now() - idle_since < kIdleSpin) {
+      if (spins % 64 != 0 || Now() - idle_since < kIdleSpin) {
         Relax();
         continue;
       }
@@ -215,41 +257,74 @@ class TokenPipeline::Prefetcher {
     }
   }
 
-  // Until batch i is assembled. With `help`, a queued batch that no spinning thread takes
-  // at once (within kHelpAfter) is assembled here. Otherwise it spins for about one
-  // batch's assembly time, then sleeps.
-  void Wait(uint64_t i, bool help) {
-    Slot& s = slot(i);
-    auto ready = [&] { return s.done.load(std::memory_order_acquire) == i + 1; };
+  // Spins for about two batches' assembly time, then sleeps, until ready().
+  template <typename Ready>
+  void WaitUntil(const Ready& ready) {
     if (ready()) return;
     const auto limit = std::chrono::nanoseconds(
         std::min<int64_t>(2 * avg_ns_.load(std::memory_order_relaxed), 200'000));
-    auto t0 = std::chrono::steady_clock::now();
-    for (int spins = 1;; ++spins) {
+    const auto t0 = Now();
+    for (int spins = 1; !(spins % 64 == 0 && Now() - t0 > limit); ++spins) {
       if (ready()) return;
-      uint64_t j;
-      if (help && (idle_.load(std::memory_order_relaxed) == 0 ||
-                   (spins % 16 == 0 && std::chrono::steady_clock::now() - t0 > kHelpAfter)) &&
-          ClaimNext(&j)) {
-        Run(j);
-        t0 = std::chrono::steady_clock::now();
-        continue;
-      }
-      if (spins % 64 == 0 && std::chrono::steady_clock::now() - t0 > limit + kHelpAfter) break;
       Relax();
     }
     waiting_.store(true, std::memory_order_seq_cst);
     {
       std::unique_lock<std::mutex> l(mu_);
-      done_cv_.wait(l, [&] { return s.done.load(std::memory_order_seq_cst) == i + 1; });
+      done_cv_.wait(l, ready);
     }
     waiting_.store(false, std::memory_order_relaxed);
+  }
+
+  // Until batch i is in its slot (batch, status).
+  void Get(uint64_t i) {
+    Slot& s = slot(i);
+    auto ready = [&] { return s.done.load(std::memory_order_seq_cst) == i + 1; };
+    if (ready()) return;
+    if (!help_) return WaitUntil(ready);
+    // Queued batches that no spinning thread takes within kHelpAfter are assembled here
+    // (batch i itself when nobody has started it).
+    const auto limit = std::chrono::nanoseconds(
+        std::min<int64_t>(2 * avg_ns_.load(std::memory_order_relaxed), 200'000));
+    auto t0 = Now();
+    for (int spins = 1;; ++spins) {
+      if (ready()) return;
+      uint64_t j;
+      const bool late = spins % 16 == 0 && Now() - t0 > kHelpAfter;
+      if ((idle_.load(std::memory_order_relaxed) == 0 || late) && ClaimNext(&j)) {
+        Run(j);
+        {
+          std::lock_guard<std::mutex> l(p_->stats_mu_);
+          ++p_->stats_.assembled_by_consumer;
+        }
+        t0 = Now();
+        continue;
+      }
+      if (spins % 64 == 0 && Now() - t0 > limit + kHelpAfter) break;
+      Relax();
+    }
+    // A thread holds batch i and has not finished it in twice the usual time: assemble it
+    // here from the same plan (the thread only reads the plan; its copy is dropped).
+    {
+      std::lock_guard<std::mutex> l(s.mu);
+      if (ready()) return;
+      s.taken = true;
+    }
+    const auto t1 = Now();
+    std::shared_ptr<TokenBatch> b = batches_->Get();
+    s.status = p_->Assemble(s.plan, &own_scratch_, b.get());
+    s.batch = std::move(b);
+    Account(t1);
+    std::lock_guard<std::mutex> l(p_->stats_mu_);
+    ++p_->stats_.assembled_by_consumer;
+    ++p_->stats_.taken_over;
   }
 
   const TokenPipeline* p_;
   const bool help_;
   std::shared_ptr<BatchPool> batches_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  Scratch own_scratch_;                 // the consumer's, for batches it takes over
   uint64_t head_ = 0;                   // consumer: the next batch to deliver
   std::atomic<uint64_t> tail_{0};       // plans published
   std::atomic<uint64_t> claim_{0};      // the next plan to claim
@@ -579,7 +654,7 @@ Status TokenPipeline::Assemble(const Plan& p, Scratch* s, TokenBatch* b) const {
 }
 
 Result<TokenBatchPtr> TokenPipeline::Next() {
-  while (!prefetch_->full()) {
+  while (prefetch_->CanPublish()) {
     STOKER_RETURN_IF_ERROR(PlanStep(prefetch_->NextPlan()));
     prefetch_->Publish();
   }

@@ -123,6 +123,9 @@ struct TokenPipelineStats {
   uint64_t index_bytes = 0;
   uint64_t indices_built = 0, indices_cached = 0;
   uint64_t skipped_empty = 0;
+  // Batches Next() assembled itself while it waited (assemble_when_waiting), and of those,
+  // batches a thread had started but not finished in twice the usual time (taken over).
+  uint64_t assembled_by_consumer = 0, taken_over = 0;
 };
 
 class TokenPipeline {

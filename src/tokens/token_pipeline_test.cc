@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -435,6 +436,29 @@ TEST(TokenPipeline, HandOffDoesNotChangeTheBatches) {
       }
     }
   }
+  // More threads than this machine has cores, a consumer that outruns them: threads are
+  // preempted in the middle of batches, which Next() then takes over (how often depends on
+  // the machine; the batches must not).
+  auto o = base;
+  o.threads = 6;
+  o.prefetch = 4;
+  o.assemble_when_waiting = true;
+  auto many = TokenPipeline::Create(o);
+  auto one = TokenPipeline::Create(base);
+  ASSERT_TRUE(many.ok() && one.ok());
+  for (int i = 0; i < 400; ++i) {
+    auto x = (*many)->Next();
+    auto y = (*one)->Next();
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_EQ((*x)->sample_ids, (*y)->sample_ids);
+    ASSERT_EQ(Bytes((*x)->window), Bytes((*y)->window));
+  }
+  const TokenPipelineStats st = (*many)->stats();
+  EXPECT_EQ(st.batches, 400u);
+  EXPECT_LE(st.taken_over, st.assembled_by_consumer);
+  std::printf("6 threads, 400 batches: %llu assembled by Next(), %llu taken over\n",
+              static_cast<unsigned long long>(st.assembled_by_consumer),
+              static_cast<unsigned long long>(st.taken_over));
 }
 
 // The window layout (concatenation's default): one [B, S + 1] buffer, input_ids and labels
