@@ -138,8 +138,7 @@ def run_one(name, prefix, S, B, steps):
                          "--seq-len", str(S), "--batch", str(B), "--steps", str(steps),
                          "--cache-dir", "none"])
         me = {"tokens_per_s": j["tokens_per_s"], "tokens_per_cpu_s": j["tokens_per_cpu_s"],
-              "ratio_to_memcpy": j["ratio_to_memcpy"],
-              "cpu_ratio_to_memcpy": j["tokens_per_cpu_s"] / j["memcpy_tokens_per_s"]}
+              "ratio_to_memcpy": j["ratio_to_memcpy"]}
         mem = {"tokens_per_s": j["memcpy_tokens_per_s"], "tokens_per_cpu_s": j["memcpy_tokens_per_s"]}
         return me, mem
     code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
@@ -350,8 +349,7 @@ def main():
                     r, mem = r
                     rows.setdefault("memcpy" if n == "stoker-cpp" else "memcpy-baseline-run", []).append(mem)
                 rows.setdefault(n, []).append(r)
-                extra = (f", {r['ratio_to_memcpy']:.2f} of memcpy (wall), {r['cpu_ratio_to_memcpy']:.2f} "
-                         f"(per CPU-s)" if "ratio_to_memcpy" in r else "")
+                extra = f", {r['ratio_to_memcpy']:.2f} of memcpy" if "ratio_to_memcpy" in r else ""
                 print(f"S={S} rep {rep} {n}: {r['tokens_per_s'] / 1e6:.1f} M tok/s, "
                       f"{r['tokens_per_cpu_s'] / 1e6:.1f} M tok/CPU-s{extra}", file=sys.stderr)
     if not a.skip_index:

@@ -34,10 +34,8 @@ def main(path):
             xs = rows.get(name, [])
             if xs and "ratio_to_memcpy" in xs[0]:
                 w = [x["ratio_to_memcpy"] for x in xs]
-                c = [x["cpu_ratio_to_memcpy"] for x in xs]
-                print(f"{name} / memcpy in the same process (interleaved rounds): wall "
-                      f"{med(w):.2f} ({min(w):.2f}-{max(w):.2f}), per CPU-s {med(c):.2f} "
-                      f"({min(c):.2f}-{max(c):.2f})")
+                print(f"{name} / memcpy in the same process (median of its rounds; median "
+                      f"of the runs, range): {med(w):.2f} ({min(w):.2f}-{max(w):.2f})")
         peers = [n for n in ("nanogpt", "megatron", "stoker-py") if n in rows and n != "stoker-py"]
         if peers:
             best = max(med([x["tokens_per_cpu_s"] for x in rows[n]]) for n in peers)
