@@ -152,8 +152,9 @@ class TokenPipeline::Prefetcher {
     bool taken = false;             // guarded by mu: Next() assembled this batch itself
   };
   // How long an idle thread spins before it sleeps (the consumer publishes the next plan
-  // within one of its own iterations when it runs flat out).
-  static constexpr auto kIdleSpin = std::chrono::microseconds(100);
+  // within one of its own iterations when it runs flat out). 20 µs rather than 100: on a
+  // busy machine a longer spin took CPU from the consumer (bench/RESULTS.md).
+  static constexpr auto kIdleSpin = std::chrono::microseconds(20);
   // How long Next() leaves a queued batch to a spinning thread before it takes it itself.
   static constexpr auto kHelpAfter = std::chrono::microseconds(5);
 
