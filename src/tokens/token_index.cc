@@ -14,7 +14,6 @@
 #include <sys/mman.h>
 
 #include "core/random.h"
-#include "core/thread_pool.h"
 #include "formats/checksum.h"
 
 namespace stoker::tokens {
@@ -286,11 +285,10 @@ static_assert(sizeof(IndexHeader) == 64);
 
 namespace {
 
-int BuildThreads(const TokenIndexOptions& o, uint64_t docs) {
-  if (o.build_threads > 0) return o.build_threads;
-  if (docs < (uint64_t{1} << 18)) return 1;  // a few ms at most: not worth a thread
-  return std::max(1, std::min(4, AvailableCpus()));
-}
+// One thread unless asked: on the 2-core shared machine of the benches two threads were not
+// faster at load 6 and slower at load 9.5 (a helper preempted in the middle of a chunk
+// holds up the join; bench/RESULTS.md); on idle cores they are unmeasured here.
+int BuildThreads(const TokenIndexOptions& o) { return std::max(1, o.build_threads); }
 
 // Runs fn(c) for c in [0, count) on `threads` threads (the caller is one of them); chunks
 // are taken one at a time, so a thread that is not scheduled holds up nothing.
@@ -418,7 +416,7 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
       return Internal("cannot allocate {} bytes for the sample index of {}", 8 * (n + 1),
                       store.files()[0]);  // every entry is written below
     ix->own_samples_n_ = n + 1;
-    STOKER_RETURN_IF_ERROR(BuildConcatStarts(perm, len, D, S, n, T, BuildThreads(o, D),
+    STOKER_RETURN_IF_ERROR(BuildConcatStarts(perm, len, D, S, n, T, BuildThreads(o),
                                              ix->own_samples_.get()));
     ix->num_samples_ = n;
   } else {

@@ -51,8 +51,8 @@ struct TokenIndexOptions {
   // Where the index files go: "" = a ".stoker-index" folder beside the first data file,
   // "none" = build in memory, never cached.
   std::string cache_dir;
-  // Threads of the concatenation index build (0: 1 below 2^18 documents, else up to 4, as
-  // many as CPUs are available). The index is the same for any number.
+  // Threads of the concatenation index build (0 or 1: one). The index is the same for any
+  // number.
   int build_threads = 0;
 };
 
