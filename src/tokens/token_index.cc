@@ -189,23 +189,43 @@ void* AllocHuge(size_t bytes) {
 class LengthTable {
  public:
   Status Fill(const TokenStore& store, const CorpusDocs& cd) {
+    store_ = &store;
+    cd_ = &cd;
     n_ = cd.size();
-    v_.reset(static_cast<uint32_t*>(AllocHuge(4 * n_)));
+    v_.reset(static_cast<uint16_t*>(AllocHuge(2 * n_)));
     if (!v_)
-      return Internal("cannot allocate {} bytes for the document lengths of {}", 4 * n_,
+      return Internal("cannot allocate {} bytes for the document lengths of {}", 2 * n_,
                       store.files()[0]);
-    if (!cd.ids) {
-      store.DocumentLengths(cd.first, n_, v_.get());
-    } else {
-      for (uint64_t i = 0; i < n_; ++i)
-        v_[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[i]));
+    constexpr uint64_t kBlock = 4096;
+    uint32_t tmp[kBlock];
+    for (uint64_t b0 = 0; b0 < n_; b0 += kBlock) {
+      const uint64_t m = std::min(kBlock, n_ - b0);
+      if (!cd.ids) {
+        store.DocumentLengths(cd.first + b0, m, tmp);
+      } else {
+        for (uint64_t i = 0; i < m; ++i)
+          tmp[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[b0 + i]));
+      }
+      for (uint64_t i = 0; i < m; ++i) v_[b0 + i] = static_cast<uint16_t>(std::min<uint32_t>(tmp[i], kLong));
     }
     return Status::OK();
   }
-  uint32_t operator[](uint64_t i) const { return v_[i]; }
+  // Lengths of documents idx[0..m) into out: the 16-bit table, then the exact length of the
+  // (rare) documents of kLong tokens or more.
+  void Gather(const uint32_t* idx, uint64_t m, uint32_t* out) const {
+    for (uint64_t i = 0; i < m; ++i) out[i] = v_[idx[i]];  // independent loads: overlapped
+    for (uint64_t i = 0; i < m; ++i)
+      if (out[i] == kLong) out[i] = static_cast<uint32_t>(store_->DocumentLength(cd_->at(idx[i])));
+  }
+  uint32_t operator[](uint64_t i) const {
+    return v_[i] < kLong ? v_[i] : static_cast<uint32_t>(store_->DocumentLength(cd_->at(i)));
+  }
 
  private:
-  std::unique_ptr<uint32_t[], FreeDeleter> v_;
+  static constexpr uint32_t kLong = 0xffff;
+  std::unique_ptr<uint16_t[], FreeDeleter> v_;
+  const TokenStore* store_ = nullptr;
+  const CorpusDocs* cd_ = nullptr;
   uint64_t n_ = 0;
 };
 
@@ -331,8 +351,9 @@ Status BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, u
     for (uint64_t b0 = p0; b0 < p1; b0 += kBlock) {
       const uint64_t m = std::min(kBlock, p1 - b0);
       uint32_t* j = dst + (b0 - p0);
-      perm.Block(b0, m, j);
-      for (uint64_t i = 0; i < m; ++i) j[i] = len[j[i]];  // independent loads: overlapped
+      uint32_t idx[kBlock];
+      perm.Block(b0, m, idx);
+      len.Gather(idx, m, j);
       for (uint64_t i = 0; i < m; ++i) sum += j[i];
     }
     before[c + 1] = sum;  // a count until the prefix sum below

@@ -800,6 +800,52 @@ TEST(TokenIndex, ConcatIndexIsTheSameOnAnyNumberOfBuildThreads) {
   }
 }
 
+// The build's length table holds 16 bits a document; documents of 65535 tokens or more are
+// looked up exactly.
+TEST(TokenIndex, DocumentsOf65535TokensOrMoreAreCountedExactly) {
+  std::string dir = testing::FreshDir("ti-long");
+  const std::vector<uint64_t> lens = {70000, 3, 65535, 65534, 100000, 5, 65536, 1, 2, 131071};
+  auto w = OpenTokenWriter("megatron:" + dir + "/c");
+  ASSERT_TRUE(w.ok());
+  for (uint64_t d = 0; d < lens.size(); ++d) {
+    std::vector<int64_t> ids(lens[d]);
+    for (uint64_t t = 0; t < lens[d]; ++t) ids[t] = TokenOf(d, t);
+    ASSERT_TRUE((*w)->AddDocument(ids).ok());
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto store = OpenTokenStore("megatron:" + dir + "/c");
+  ASSERT_TRUE(store.ok());
+  for (PackMode mode : {PackMode::kConcat, PackMode::kBestFit}) {
+    TokenIndexOptions o;
+    o.seq_len = 4096;
+    o.seed = 3;
+    o.mode = mode;
+    o.cache_dir = "none";
+    auto docs = SelectDocuments(**store, o);
+    ASSERT_TRUE(docs.ok());
+    auto ix = EpochIndex::Get(**store, *docs, o, 0, 0);
+    ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+    std::map<uint64_t, uint64_t> seen;  // doc -> tokens delivered (drop_last: all but < S + 1)
+    uint64_t total = 0;
+    std::vector<Piece> pcs;
+    for (uint64_t p = 0; p < (*ix)->num_samples(); ++p) {
+      (*ix)->Sample(p, &pcs);
+      for (const Piece& pc : pcs) {
+        ASSERT_LE(pc.offset + pc.len, lens[pc.doc]);
+        if (mode != PackMode::kConcat) seen[pc.doc] += pc.len;
+        total += pc.len;
+      }
+    }
+    const uint64_t T = docs->tokens;
+    if (mode == PackMode::kConcat) {
+      EXPECT_EQ((*ix)->num_samples(), (T - 1) / 4096);
+      EXPECT_EQ(total, (*ix)->num_samples() * 4097);
+    } else {
+      for (uint64_t d = 0; d < lens.size(); ++d) EXPECT_EQ(seen[d], lens[d]) << "document " << d;
+    }
+  }
+}
+
 TEST(TokenIndex, EpochsAndSeedsShuffleDifferentlyAndTheCacheServesTheSameIndex) {
   std::string dir = testing::FreshDir("ti-cache");
   std::string spec = MakeCorpus(dir, "c", 300, 60, 22);
