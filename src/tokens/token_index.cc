@@ -2,12 +2,10 @@
 
 #include <cstdint>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include <immintrin.h>
@@ -305,97 +303,42 @@ static_assert(sizeof(IndexHeader) == 64);
 
 namespace {
 
-// One thread unless asked: on the 2-core shared machine of the benches two threads were not
-// faster at load 6 and slower at load 9.5 (a helper preempted in the middle of a chunk
-// holds up the join; bench/RESULTS.md); on idle cores they are unmeasured here.
-int BuildThreads(const TokenIndexOptions& o) { return std::max(1, o.build_threads); }
-
-// Runs fn(c) for c in [0, count) on `threads` threads (the caller is one of them); chunks
-// are taken one at a time, so a thread that is not scheduled holds up nothing.
-template <typename Fn>
-void ForChunks(int threads, uint64_t count, const Fn& fn) {
-  std::atomic<uint64_t> next{0};
-  auto work = [&] {
-    for (uint64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < count;) fn(c);
-  };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < threads && static_cast<uint64_t>(t) < count; ++t) helpers.emplace_back(work);
-  work();
-  for (auto& h : helpers) h.join();
-}
-
 // Concatenation: sample k (1 <= k <= n) starts at token k*S of the epoch's stream of
 // documents in shuffled order, at (position, offset) of the document that holds that token
 // (a start exactly at a document's end is the next document's offset 0); starts at or past
 // the stream's end (the padded last sample) are (D, 0). out[0] = (0, 0).
 //
-// In chunks of positions, two passes: (1) the chunk's shuffled lengths are gathered from
-// the length table into `plen` (the Feistel rounds vectorized, 256 random reads issued
-// together so their cache misses overlap) and summed; (2) with the token count before the
-// chunk known, the chunk's starts are emitted from `plen`. One thread runs (2) right after
-// (1) chunk by chunk (plen's chunk is still in the cache); several run all of (1), then all
-// of (2). The result does not depend on the thread count.
+// One streaming pass over the positions in blocks of 256: the block's documents (the
+// Feistel rounds vectorized), their lengths (256 independent random reads of the length
+// table, issued together so that their cache misses overlap), then the running token
+// count emits a start at every multiple of S.
 template <typename Start>
-Status BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
-                         uint64_t S, uint64_t n, uint64_t T, int threads, Start* out) {
-  constexpr uint64_t kChunk = uint64_t{1} << 16;
-  const uint64_t chunks = (D + kChunk - 1) / kChunk;
-  std::unique_ptr<uint32_t[], FreeDeleter> plen(
-      static_cast<uint32_t*>(AllocHuge(4 * (threads > 1 ? D : kChunk))));
-  if (!plen) return Internal("cannot allocate {} bytes for the index build", 4 * D);
-  std::vector<uint64_t> before(chunks + 1, 0);  // tokens before chunk c
-  auto gather = [&](uint64_t c, uint32_t* dst) {
-    constexpr uint64_t kBlock = 256;
-    const uint64_t p0 = c * kChunk, p1 = std::min(D, p0 + kChunk);
-    uint64_t sum = 0;
-    for (uint64_t b0 = p0; b0 < p1; b0 += kBlock) {
-      const uint64_t m = std::min(kBlock, p1 - b0);
-      uint32_t* j = dst + (b0 - p0);
-      uint32_t idx[kBlock];
-      perm.Block(b0, m, idx);
-      len.Gather(idx, m, j);
-      for (uint64_t i = 0; i < m; ++i) sum += j[i];
-    }
-    before[c + 1] = sum;  // a count until the prefix sum below
-  };
-  auto emit = [&](uint64_t c, const uint32_t* lens) {
-    const uint64_t p0 = c * kChunk, p1 = std::min(D, p0 + kChunk);
-    uint64_t base = before[c];
-    uint64_t k = std::max<uint64_t>(1, (base + S - 1) / S);  // the first start >= base
-    uint64_t next = k * S;
-    Start scratch;
-    for (uint64_t p = p0; p < p1 && k <= n; ++p) {
-      const uint64_t end = base + lens[p - p0];
+void BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
+                       uint64_t S, uint64_t n, Start* out) {
+  out[0] = {0, 0};
+  uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position p
+  constexpr uint64_t kBlock = 256;
+  uint32_t idx[kBlock], j[kBlock];
+  for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
+    const uint64_t m = std::min(kBlock, D - b0);
+    perm.Block(b0, m, idx);
+    len.Gather(idx, m, j);
+    for (uint64_t i = 0; i < m && k <= n; ++i) {
+      const uint64_t end = base + j[i];
       // Most documents are shorter than S and hold at most one start: that one is written
-      // without a branch (to `scratch` when there is none).
-      const uint64_t hit = static_cast<uint64_t>(next < end);
-      Start* w = hit ? out + k : &scratch;
-      *w = {static_cast<uint32_t>(p), static_cast<uint32_t>(next - base)};
+      // without a branch (out[k] is scratch until k moves on; k <= n + 1).
+      out[k] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
+      const uint64_t hit = static_cast<uint64_t>(next < end) & static_cast<uint64_t>(k <= n);
       k += hit;
       next += hit * S;
       while (next < end && k <= n) {
-        out[k++] = {static_cast<uint32_t>(p), static_cast<uint32_t>(next - base)};
+        out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
         next += S;
       }
       base = end;
     }
-  };
-  out[0] = {0, 0};
-  if (threads <= 1) {
-    for (uint64_t c = 0; c < chunks; ++c) {
-      gather(c, plen.get());
-      before[c + 1] += before[c];
-      emit(c, plen.get());
-    }
-  } else {
-    ForChunks(threads, chunks, [&](uint64_t c) { gather(c, plen.get() + c * kChunk); });
-    for (uint64_t c = 0; c < chunks; ++c) before[c + 1] += before[c];
-    ForChunks(threads, chunks, [&](uint64_t c) { emit(c, plen.get() + c * kChunk); });
   }
-  // The starts at or past the end of the stream (k*S >= T): the padded last sample.
-  for (uint64_t k = std::max<uint64_t>(1, (T + S - 1) / S); k <= n; ++k)
-    out[k] = {static_cast<uint32_t>(D), 0};
-  return Status::OK();
+  for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
 }
 
 }  // namespace
@@ -437,8 +380,7 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
       return Internal("cannot allocate {} bytes for the sample index of {}", 8 * (n + 1),
                       store.files()[0]);  // every entry is written below
     ix->own_samples_n_ = n + 1;
-    STOKER_RETURN_IF_ERROR(BuildConcatStarts(perm, len, D, S, n, T, BuildThreads(o),
-                                             ix->own_samples_.get()));
+    BuildConcatStarts(perm, len, D, S, n, ix->own_samples_.get());
     ix->num_samples_ = n;
   } else {
     std::vector<Seg> segs;

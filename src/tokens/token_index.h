@@ -51,9 +51,6 @@ struct TokenIndexOptions {
   // Where the index files go: "" = a ".stoker-index" folder beside the first data file,
   // "none" = build in memory, never cached.
   std::string cache_dir;
-  // Threads of the concatenation index build (0 or 1: one). The index is the same for any
-  // number.
-  int build_threads = 0;
 };
 
 struct FreeDeleter {
