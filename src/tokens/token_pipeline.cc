@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <condition_variable>
-#include <deque>
 #include <atomic>
 #include <thread>
 #include <utility>
