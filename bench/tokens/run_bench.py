@@ -5,8 +5,11 @@
 1. Delivery of batches (seq_len 2048 and 8192, batch 8, one process, no GPU) from one
    page-cached Megatron corpus, in tokens/s and tokens per CPU-second (process CPU time,
    all threads), each contender in a fresh subprocess, the order rotated every repeat:
-     memcpy       the same source token bytes copied out of the mapping (the limit)
-     stoker-cpp   `stoker bench tokens` (C++ loop, 1 assembly thread)
+     memcpy       as many bytes as stoker's batches hold, copied out of the mapping at random
+                  places (the limit), measured inside the stoker-cpp process in 10 rounds
+                  interleaved with its delivery loop (ratio_to_memcpy: median of the rounds)
+     stoker-cpp   `stoker bench tokens` (C++ loop, 1 assembly thread; Next() assembles a
+                  queued batch itself rather than wait, so up to 2 threads work)
      stoker-py    stoker.TokenPipeline(output="torch"): DLPack int32 tensors
      nanogpt      nanoGPT's get_batch (train.py): a fresh np.memmap per batch, random
                   windows, int64 tensors
@@ -27,6 +30,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
 STOKER = os.environ.get("STOKER_BINARY", os.path.join(ROOT, "build", "stoker"))
+# Another stoker build to compare in the same run (--baseline, e.g. main's build).
+BASELINE = None
 # The build's Python package (STOKER_PYTHON_BUILD=<build dir>, as the tests).
 PYDIR = os.path.join(os.environ.get("STOKER_PYTHON_BUILD", os.path.join(ROOT, "build")), "python")
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
@@ -125,13 +130,17 @@ def stoker_json(args):
 
 
 def run_one(name, prefix, S, B, steps):
-    if name in ("stoker-cpp", "memcpy"):
-        j = stoker_json([STOKER, "bench", "tokens", "--data", "megatron:" + prefix,
+    """One contender in a fresh process. The stoker-cpp run returns two rows: its own and
+    the memcpy limit measured in the same process, interleaved with it (10 rounds)."""
+    if name.startswith("stoker-cpp"):
+        binary = BASELINE if name == "stoker-cpp-baseline" else STOKER
+        j = stoker_json([binary, "bench", "tokens", "--data", "megatron:" + prefix,
                          "--seq-len", str(S), "--batch", str(B), "--steps", str(steps),
                          "--cache-dir", "none"])
-        if name == "memcpy":
-            return {"tokens_per_s": j["memcpy_tokens_per_s"], "tokens_per_cpu_s": j["memcpy_tokens_per_s"]}
-        return {"tokens_per_s": j["tokens_per_s"], "tokens_per_cpu_s": j["tokens_per_cpu_s"]}
+        me = {"tokens_per_s": j["tokens_per_s"], "tokens_per_cpu_s": j["tokens_per_cpu_s"],
+              "ratio_to_memcpy": j["ratio_to_memcpy"]}
+        mem = {"tokens_per_s": j["memcpy_tokens_per_s"], "tokens_per_cpu_s": j["memcpy_tokens_per_s"]}
+        return me, mem
     code = (f"import sys, json; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
             f"import run_bench as r; w, c = r.one_{name.replace('-', '_').replace('stoker_py', 'stoker_py')}"
             f"({prefix!r}, {S}, {B}, {steps}); print(json.dumps([w, c]))")
@@ -175,12 +184,14 @@ def run_index(prefix, S, tmp, repeats=2):
     import shutil
 
     res = {}
+    names = ["stoker", "megatron"] + (["stoker-baseline"] if BASELINE else [])
     for rep in range(repeats):
-        for name in (["stoker", "megatron"] if rep % 2 == 0 else ["megatron", "stoker"]):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
             cache = os.path.join(tmp, f"cache-{name}-{rep}")
             shutil.rmtree(cache, ignore_errors=True)
-            if name == "stoker":
-                j = stoker_json([STOKER, "bench", "tokens", "--data", "megatron:" + prefix,
+            if name.startswith("stoker"):
+                binary = BASELINE if name == "stoker-baseline" else STOKER
+                j = stoker_json([binary, "bench", "tokens", "--data", "megatron:" + prefix,
                                  "--seq-len", str(S), "--index-only", "--cache-dir", cache])
                 r = {"seconds": j["index_build_s"], "open_s": j["open_s"],
                      "samples": j["samples_per_epoch"],
@@ -299,14 +310,19 @@ def main():
     ap.add_argument("--tokens", type=float, default=256e6, help="delivery corpus size")
     ap.add_argument("--index-tokens", type=float, default=2.2e9)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--skip-index", action="store_true")
     ap.add_argument("--index-repeats", type=int, default=2)
     ap.add_argument("--skip-tokenize", action="store_true")
     ap.add_argument("--tokenize-repeats", type=int, default=2)
     ap.add_argument("--skip-delivery", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "tokens", "results.json"))
+    ap.add_argument("--baseline", help="another stoker binary, run as stoker-cpp-baseline and "
+                    "stoker-baseline (index) in the same rotation")
+    ap.add_argument("--only", help="delivery contenders to run, comma-separated")
     a = ap.parse_args()
+    global BASELINE
+    BASELINE = a.baseline
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import make_corpus
 
@@ -317,7 +333,11 @@ def main():
     subprocess.run(["cat", prefix + ".bin"], stdout=subprocess.DEVNULL, check=True)  # page cache
     results = {"machine": os.uname().nodename, "cpus": os.cpu_count(),
                "load_before": os.getloadavg(), "delivery": {}, "index": {}}
-    names = ["memcpy", "stoker-cpp", "stoker-py", "nanogpt", "megatron"]
+    names = ["stoker-cpp", "stoker-py", "nanogpt", "megatron"]
+    if BASELINE:
+        names.insert(1, "stoker-cpp-baseline")
+    if a.only:
+        names = [n for n in names if n in a.only.split(",")]
     for S in (() if a.skip_delivery else (2048, 8192)):
         steps = a.steps if S == 2048 else a.steps // 4
         rows = results["delivery"].setdefault(str(S), {})
@@ -325,9 +345,13 @@ def main():
             order = names[rep % len(names):] + names[:rep % len(names)]
             for n in order:
                 r = run_one(n, prefix, S, 8, steps)
+                if isinstance(r, tuple):  # stoker-cpp and its in-process memcpy limit
+                    r, mem = r
+                    rows.setdefault("memcpy" if n == "stoker-cpp" else "memcpy-baseline-run", []).append(mem)
                 rows.setdefault(n, []).append(r)
+                extra = f", {r['ratio_to_memcpy']:.2f} of memcpy" if "ratio_to_memcpy" in r else ""
                 print(f"S={S} rep {rep} {n}: {r['tokens_per_s'] / 1e6:.1f} M tok/s, "
-                      f"{r['tokens_per_cpu_s'] / 1e6:.1f} M tok/CPU-s", file=sys.stderr)
+                      f"{r['tokens_per_cpu_s'] / 1e6:.1f} M tok/CPU-s{extra}", file=sys.stderr)
     if not a.skip_index:
         iprefix = os.path.join(a.tmp, "owt2b_text_document")
         if not os.path.exists(iprefix + ".idx"):

@@ -29,7 +29,19 @@ def main(path):
                   f"({min(c):.1f}-{max(c):.1f}) | {base / 1e6 / med(c):.2f} |")
         mc = med([x["tokens_per_s"] for x in rows["memcpy"]])
         sc = med([x["tokens_per_s"] for x in rows["stoker-cpp"]])
-        print(f"\nstoker-cpp / memcpy (wall, medians): {sc / mc:.2f}\n")
+        print(f"\nstoker-cpp / memcpy (wall, medians of the runs): {sc / mc:.2f}")
+        for name in ("stoker-cpp", "stoker-cpp-baseline"):
+            xs = rows.get(name, [])
+            if xs and "ratio_to_memcpy" in xs[0]:
+                w = [x["ratio_to_memcpy"] for x in xs]
+                print(f"{name} / memcpy in the same process (median of its rounds; median "
+                      f"of the runs, range): {med(w):.2f} ({min(w):.2f}-{max(w):.2f})")
+        peers = [n for n in ("nanogpt", "megatron", "stoker-py") if n in rows and n != "stoker-py"]
+        if peers:
+            best = max(med([x["tokens_per_cpu_s"] for x in rows[n]]) for n in peers)
+            print(f"stoker-cpp / fastest peer, per CPU-s: "
+                  f"{med([x['tokens_per_cpu_s'] for x in rows['stoker-cpp']]) / best:.1f}x")
+        print()
     ix = r.get("index")
     if ix:
         print("### Index build (one epoch, seq_len 2048)\n")
@@ -42,12 +54,16 @@ def main(path):
             print(f"| {name} | {med(secs):.4f} ({min(secs):.4f}-{max(secs):.4f}) | "
                   f"{med(op):.4f} ({min(op):.4f}-{max(op):.4f}) | {rss} | {xs[0]['samples']} |")
         mg = med([x["seconds"] for x in ix["megatron"]])
-        m = mg / med([x["seconds"] for x in ix["stoker"]])
-        mo = med([x.get("open_s", x["seconds"]) for x in ix["megatron"]]) / med([x["open_s"] for x in ix["stoker"]])
-        pairs = sorted(a["seconds"] / b["seconds"] for a, b in zip(ix["megatron"], ix["stoker"]))
-        print(f"\nMegatron / stoker build time (medians): {m:.1f}x (per pair: "
-              f"{', '.join('%.1f' % x for x in pairs)}); with the opens (Megatron: IndexedDataset + "
-              f"build; stoker: store open + document checks + build + cache write): {mo:.1f}x\n")
+        for name in ("stoker", "stoker-baseline"):
+            if name not in ix:
+                continue
+            m = mg / med([x["seconds"] for x in ix[name]])
+            mo = med([x.get("open_s", x["seconds"]) for x in ix["megatron"]]) / med([x["open_s"] for x in ix[name]])
+            pairs = sorted(a["seconds"] / b["seconds"] for a, b in zip(ix["megatron"], ix[name]))
+            print(f"\nMegatron / {name} build time (medians): {m:.1f}x (per pair: "
+                  f"{', '.join('%.1f' % x for x in pairs)}); with the opens (Megatron: IndexedDataset + "
+                  f"build; stoker: store open + document checks + build + cache write): {mo:.1f}x")
+        print()
     tk = r.get("tokenize")
     if tk:
         print(f"### Tokenization ({tk['files']} JSONL files, {tk['bytes'] / 1e6:.1f} MB, "

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -186,23 +187,43 @@ void* AllocHuge(size_t bytes) {
 class LengthTable {
  public:
   Status Fill(const TokenStore& store, const CorpusDocs& cd) {
+    store_ = &store;
+    cd_ = &cd;
     n_ = cd.size();
-    v_.reset(static_cast<uint32_t*>(AllocHuge(4 * n_)));
+    v_.reset(static_cast<uint16_t*>(AllocHuge(2 * n_)));
     if (!v_)
-      return Internal("cannot allocate {} bytes for the document lengths of {}", 4 * n_,
+      return Internal("cannot allocate {} bytes for the document lengths of {}", 2 * n_,
                       store.files()[0]);
-    if (!cd.ids) {
-      store.DocumentLengths(cd.first, n_, v_.get());
-    } else {
-      for (uint64_t i = 0; i < n_; ++i)
-        v_[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[i]));
+    constexpr uint64_t kBlock = 4096;
+    uint32_t tmp[kBlock];
+    for (uint64_t b0 = 0; b0 < n_; b0 += kBlock) {
+      const uint64_t m = std::min(kBlock, n_ - b0);
+      if (!cd.ids) {
+        store.DocumentLengths(cd.first + b0, m, tmp);
+      } else {
+        for (uint64_t i = 0; i < m; ++i)
+          tmp[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[b0 + i]));
+      }
+      for (uint64_t i = 0; i < m; ++i) v_[b0 + i] = static_cast<uint16_t>(std::min<uint32_t>(tmp[i], kLong));
     }
     return Status::OK();
   }
-  uint32_t operator[](uint64_t i) const { return v_[i]; }
+  // Lengths of documents idx[0..m) into out: the 16-bit table, then the exact length of the
+  // (rare) documents of kLong tokens or more.
+  void Gather(const uint32_t* idx, uint64_t m, uint32_t* out) const {
+    for (uint64_t i = 0; i < m; ++i) out[i] = v_[idx[i]];  // independent loads: overlapped
+    for (uint64_t i = 0; i < m; ++i)
+      if (out[i] == kLong) out[i] = static_cast<uint32_t>(store_->DocumentLength(cd_->at(idx[i])));
+  }
+  uint32_t operator[](uint64_t i) const {
+    return v_[i] < kLong ? v_[i] : static_cast<uint32_t>(store_->DocumentLength(cd_->at(i)));
+  }
 
  private:
-  std::unique_ptr<uint32_t[], FreeDeleter> v_;
+  static constexpr uint32_t kLong = 0xffff;
+  std::unique_ptr<uint16_t[], FreeDeleter> v_;
+  const TokenStore* store_ = nullptr;
+  const CorpusDocs* cd_ = nullptr;
   uint64_t n_ = 0;
 };
 
@@ -280,6 +301,48 @@ static_assert(sizeof(IndexHeader) == 64);
 
 }  // namespace
 
+namespace {
+
+// Concatenation: sample k (1 <= k <= n) starts at token k*S of the epoch's stream of
+// documents in shuffled order, at (position, offset) of the document that holds that token
+// (a start exactly at a document's end is the next document's offset 0); starts at or past
+// the stream's end (the padded last sample) are (D, 0). out[0] = (0, 0).
+//
+// One streaming pass over the positions in blocks of 256: the block's documents (the
+// Feistel rounds vectorized), their lengths (256 independent random reads of the length
+// table, issued together so that their cache misses overlap), then the running token
+// count emits a start at every multiple of S.
+template <typename Start>
+void BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
+                       uint64_t S, uint64_t n, Start* out) {
+  out[0] = {0, 0};
+  uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position p
+  constexpr uint64_t kBlock = 256;
+  uint32_t idx[kBlock], j[kBlock];
+  for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
+    const uint64_t m = std::min(kBlock, D - b0);
+    perm.Block(b0, m, idx);
+    len.Gather(idx, m, j);
+    for (uint64_t i = 0; i < m && k <= n; ++i) {
+      const uint64_t end = base + j[i];
+      // Most documents are shorter than S and hold at most one start: that one is written
+      // without a branch (out[k] is scratch until k moves on; k <= n + 1).
+      out[k] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
+      const uint64_t hit = static_cast<uint64_t>(next < end) & static_cast<uint64_t>(k <= n);
+      k += hit;
+      next += hit * S;
+      while (next < end && k <= n) {
+        out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
+        next += S;
+      }
+      base = end;
+    }
+  }
+  for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
+}
+
+}  // namespace
+
 void EpochIndex::SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uint64_t salt) {
   doc_perm_ = KeyedPermutation(num_docs_, MixKey(o.seed, epoch, salt, kStreamDocShuffle),
                                !o.shuffle);
@@ -317,36 +380,7 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
       return Internal("cannot allocate {} bytes for the sample index of {}", 8 * (n + 1),
                       store.files()[0]);  // every entry is written below
     ix->own_samples_n_ = n + 1;
-    SampleStart* out = ix->own_samples_.get();
-    // One pass over the documents in epoch order: sample k starts at token k*S of the
-    // concatenated stream, at (position, offset) of the document that holds that token (a
-    // start exactly at a document's end is the next document's offset 0).
-    out[0] = {0, 0};
-    uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position pos
-    // In blocks: the block's shuffled lengths are fetched first (their reads are random and
-    // independent, so the CPU overlaps the cache misses), then walked.
-    constexpr uint64_t kBlock = 256;
-    uint32_t j[kBlock];
-    for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
-      const uint64_t m = std::min(kBlock, D - b0);
-      perm.Block(b0, m, j);
-      for (uint64_t i = 0; i < m; ++i) j[i] = len[j[i]];  // independent loads: overlapped
-      for (uint64_t i = 0; i < m && k <= n; ++i) {
-        const uint64_t end = base + j[i];
-        // Most documents are shorter than S and hold at most one start: that one is
-        // written without a branch (out[k] is scratch until k moves on; k <= n + 1).
-        out[k] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
-        const uint64_t hit = static_cast<uint64_t>(next < end) & static_cast<uint64_t>(k <= n);
-        k += hit;
-        next += hit * S;
-        while (next < end && k <= n) {
-          out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
-          next += S;
-        }
-        base = end;
-      }
-    }
-    for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
+    BuildConcatStarts(perm, len, D, S, n, ix->own_samples_.get());
     ix->num_samples_ = n;
   } else {
     std::vector<Seg> segs;
@@ -531,8 +565,35 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
 }
 
 uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
-  out->clear();
   const uint64_t k = sample_perm_(p);
+  Pieces(k, out);
+  return k;
+}
+
+void EpochIndex::PrefetchEntry(uint64_t k) const {
+  if (mode_ == PackMode::kConcat) {
+    __builtin_prefetch(&sample_index_[k]);
+  } else {
+    __builtin_prefetch(&bin_start_[k]);
+  }
+}
+
+void EpochIndex::PrefetchDocuments(uint64_t k) const {
+  if (mode_ == PackMode::kConcat) {
+    // The documents from the start's on, as many as S + 1 tokens take at the mean length
+    // (plus the first one's remainder): a guess, for the prefetch only.
+    const uint64_t pos = sample_index_[k].pos;
+    const uint64_t mean = std::max<uint64_t>(1, tokens_ / std::max<uint64_t>(1, num_docs_));
+    const uint64_t m = std::min<uint64_t>(8, 2 + static_cast<uint64_t>(seq_len_) / mean);
+    for (uint64_t i = 0; i < m && pos + i < num_docs_; ++i) store_->PrefetchDocument(DocAt(pos + i));
+  } else {
+    for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
+      store_->PrefetchDocument(DocAt(segs_[i].pos));
+  }
+}
+
+void EpochIndex::Pieces(uint64_t k, std::vector<Piece>* out) const {
+  out->clear();
   if (mode_ == PackMode::kConcat) {
     uint64_t left = static_cast<uint64_t>(seq_len_) + 1;
     uint64_t pos = sample_index_[k].pos, off = sample_index_[k].off;
@@ -549,7 +610,6 @@ uint64_t EpochIndex::Sample(uint64_t p, std::vector<Piece>* out) const {
     for (uint32_t i = bin_start_[k]; i < bin_start_[k + 1]; ++i)
       out->push_back({DocAt(segs_[i].pos), segs_[i].off, segs_[i].len});
   }
-  return k;
 }
 
 BlendCursor::BlendCursor(std::vector<double> weights) : w_(std::move(weights)) {

@@ -156,6 +156,15 @@ class EpochIndex {
   // pieces of the bin, S tokens at most. Returns the unshuffled sample position.
   uint64_t Sample(uint64_t p, std::vector<Piece>* out) const;
 
+  // Sample in stages, for batch assembly: the cache misses of several samples overlap
+  // instead of following each other. PrefetchEntry(k) starts loading unshuffled sample k's
+  // index entry (k = SampleAt(p)); PrefetchDocuments(k), after it, the store's index
+  // entries of the documents the sample probably covers; Pieces(k, out) reads them.
+  // Sample(p) == Pieces(SampleAt(p)); the prefetches are hints that change nothing.
+  void PrefetchEntry(uint64_t k) const;
+  void PrefetchDocuments(uint64_t k) const;
+  void Pieces(uint64_t k, std::vector<Piece>* out) const;
+
  private:
   struct SampleStart {
     uint32_t pos, off;

@@ -5,8 +5,9 @@
 #include <chrono>
 #include <cstring>
 #include <condition_variable>
-#include <deque>
-#include <future>
+#include <atomic>
+#include <thread>
+#include <utility>
 
 #include "core/thread_pool.h"
 #include "formats/checksum.h"
@@ -51,50 +52,290 @@ class BatchPool : public std::enable_shared_from_this<BatchPool> {
 };
 }  // namespace
 
-// Batches are assembled on a thread pool, `prefetch` ahead of the consumer, and delivered
+// Batches are assembled `prefetch` ahead of the consumer by `threads` threads and delivered
 // in step order. Plans are made on the consumer's thread (they advance the blend).
+//
+// The hand-off is a ring of `prefetch` slots addressed by a running number: the consumer
+// publishes plans (tail_), the threads claim them in order (claim_), the consumer takes the
+// batches in order (head_). Nobody sleeps while there is work: a thread that finds no plan
+// spins for a while (kIdleSpin) before it sleeps, and Next(), when its batch is not ready
+// (assemble_when_waiting): assembles a queued batch itself; then spins for about two
+// batches' assembly time; then, if a thread still holds its batch (a thread preempted in
+// the middle of it, on a busy machine, would hold it up for a time slice), assembles that
+// batch itself from the same plan (a pure function of it), and the thread's copy is
+// dropped when it ends. A futex wake happens only when one side really slept: with a wake
+// per batch (the thread pool and futures before), the wakes took ~14 % of the time at
+// ~30,000 batches/s (bench/RESULTS.md).
 class TokenPipeline::Prefetcher {
  public:
-  Prefetcher(const TokenPipeline* p, int threads)
-      : p_(p), pool_(std::max(1, threads), "stoker-tokens"),
-        batches_(std::make_shared<BatchPool>()) {}
-  ~Prefetcher() { Drain(); }
-  void Push(Plan plan) {
-    auto pr = std::make_shared<std::promise<Result<TokenBatchPtr>>>();
-    q_.push_back(pr->get_future());
-    auto shared_plan = std::make_shared<Plan>(std::move(plan));
-    pool_.Schedule([this, pr, shared_plan] {
-      auto t0 = std::chrono::steady_clock::now();
-      std::shared_ptr<TokenBatch> b = batches_->Get();
-      Status st = p_->Assemble(*shared_plan, b.get());
-      double dt = Since(t0);
-      {
-        std::lock_guard<std::mutex> l(p_->stats_mu_);
-        p_->stats_.assemble_s += dt;
-      }
-      if (st.ok()) {
-        pr->set_value(TokenBatchPtr(std::move(b)));
-      } else {
-        pr->set_value(st);
-      }
-    });
+  Prefetcher(const TokenPipeline* p, int threads, int depth, bool help)
+      : p_(p), help_(help), batches_(std::make_shared<BatchPool>()) {
+    for (int i = 0; i < std::max(1, depth); ++i) slots_.push_back(std::make_unique<Slot>());
+    for (int i = 0; i < std::max(1, threads); ++i)
+      threads_.emplace_back([this, i] {
+        SetThreadName("stoker-tokens-" + std::to_string(i));
+        Loop();
+      });
   }
-  size_t size() const { return q_.size(); }
+  ~Prefetcher() {
+    Drain();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_.store(true);
+    }
+    work_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Consumer side (one thread). Plans are written into NextPlan(), then published, while
+  // fewer than `prefetch` are queued.
+  size_t size() const { return static_cast<size_t>(tail_.load(std::memory_order_relaxed) - head_); }
+  // Whether another plan can be queued now: fewer than `prefetch` are, and the next slot is
+  // not still read by a thread whose batch was taken over (at most one is waited for, when
+  // nothing is queued).
+  bool CanPublish() {
+    if (size() >= slots_.size()) return false;
+    Slot& s = slot(tail_.load(std::memory_order_relaxed));
+    if (s.users.load(std::memory_order_seq_cst) == 0) return true;
+    if (size() > 0) return false;
+    WaitUntil([&] { return s.users.load(std::memory_order_seq_cst) == 0; });
+    return true;
+  }
+  Plan* NextPlan() {
+    Slot& s = slot(tail_.load(std::memory_order_relaxed));
+    std::lock_guard<std::mutex> l(s.mu);
+    s.taken = false;
+    return &s.plan;
+  }
+  void Publish() {
+    tail_.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+    // Dekker with Loop(): it counts itself a sleeper, then looks at tail_ again.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard<std::mutex> l(mu_); }
+      work_cv_.notify_one();
+    }
+  }
   Result<TokenBatchPtr> Pop() {
-    auto f = std::move(q_.front());
-    q_.pop_front();
-    return f.get();
+    const uint64_t i = head_;
+    Slot& s = slot(i);
+    Get(i);
+    ++head_;
+    if (!s.status.ok()) {
+      s.batch.reset();
+      return std::exchange(s.status, Status::OK());
+    }
+    return TokenBatchPtr(std::move(s.batch));
   }
+  // Drops the queued plans and waits for the threads; nothing is in flight after it.
   void Drain() {
-    pool_.Wait();
-    q_.clear();
+    const uint64_t t = tail_.load(std::memory_order_relaxed);
+    uint64_t c = claim_.load();
+    while (c < t && !claim_.compare_exchange_weak(c, t)) {
+    }
+    for (auto& s : slots_) {
+      WaitUntil([&] { return s->users.load(std::memory_order_seq_cst) == 0; });
+      s->batch.reset();
+      s->status = Status::OK();
+    }
+    head_ = t;
   }
 
  private:
+  struct Slot {
+    Plan plan;
+    Scratch scratch;
+    std::shared_ptr<TokenBatch> batch;
+    Status status;
+    std::atomic<uint64_t> done{0};  // number + 1 of the batch a thread delivered here
+    std::atomic<int> users{0};      // threads claiming or assembling this slot's plan
+    std::mutex mu;                  // a thread's result against a take-over
+    bool taken = false;             // guarded by mu: Next() assembled this batch itself
+  };
+  // How long an idle thread spins before it sleeps (the consumer publishes the next plan
+  // within one of its own iterations when it runs flat out). 20 µs rather than 100: on a
+  // busy machine a longer spin took CPU from the consumer (bench/RESULTS.md).
+  static constexpr auto kIdleSpin = std::chrono::microseconds(20);
+  // How long Next() leaves a queued batch to a spinning thread before it takes it itself.
+  static constexpr auto kHelpAfter = std::chrono::microseconds(5);
+
+  Slot& slot(uint64_t i) { return *slots_[i % slots_.size()]; }
+  static void Relax() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  static auto Now() { return std::chrono::steady_clock::now(); }
+
+  void Account(std::chrono::steady_clock::time_point t0) {
+    const double dt = Since(t0);
+    {
+      std::lock_guard<std::mutex> l(p_->stats_mu_);
+      p_->stats_.assemble_s += dt;
+    }
+    const int64_t ns = static_cast<int64_t>(dt * 1e9);
+    const int64_t avg = avg_ns_.load(std::memory_order_relaxed);
+    avg_ns_.store(avg == 0 ? ns : avg + (ns - avg) / 8, std::memory_order_relaxed);
+  }
+
+  // Assembles batch i, claimed by the caller (its slot's `users` counts it).
+  void Run(uint64_t i) {
+    Slot& s = slot(i);
+    const auto t0 = Now();
+    std::shared_ptr<TokenBatch> b = batches_->Get();
+    Status st = p_->Assemble(s.plan, &s.scratch, b.get());
+    Account(t0);
+    {
+      std::lock_guard<std::mutex> l(s.mu);
+      if (!s.taken) {  // else Next() delivered its own copy: this one goes back to the pool
+        s.batch = std::move(b);
+        s.status = std::move(st);
+        s.done.store(i + 1, std::memory_order_seq_cst);
+      }
+    }
+    Release(s);
+  }
+
+  // Ends a use of slot s (and wakes the consumer if it sleeps on something).
+  void Release(Slot& s) {
+    s.users.fetch_sub(1, std::memory_order_seq_cst);
+    // Dekker with WaitUntil(): it says it waits, then looks again.
+    if (waiting_.load(std::memory_order_seq_cst)) {
+      { std::lock_guard<std::mutex> l(mu_); }
+      done_cv_.notify_all();
+    }
+  }
+
+  // Claims the next published plan; false when there is none.
+  bool ClaimNext(uint64_t* i) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    while (c < tail_.load(std::memory_order_acquire)) {
+      // Counted a user before the claim, so that a take-over never republishes a slot
+      // whose plan a thread is about to read.
+      Slot& s = slot(c);
+      s.users.fetch_add(1, std::memory_order_seq_cst);
+      if (claim_.compare_exchange_strong(c, c + 1, std::memory_order_seq_cst)) {
+        *i = c;
+        return true;
+      }
+      Release(s);
+    }
+    return false;
+  }
+
+  void Loop() {
+    auto idle_since = Now();
+    bool idle = false;  // counted in idle_: spinning for work
+    for (int spins = 0;; ++spins) {
+      uint64_t i;
+      if (ClaimNext(&i)) {
+        if (idle) idle_.fetch_sub(1, std::memory_order_relaxed);
+        idle = false;
+        Run(i);
+        spins = 0;
+        continue;
+      }
+      if (!idle) {
+        idle = true;
+        idle_.fetch_add(1, std::memory_order_relaxed);
+        idle_since = Now();
+      }
+      if (stop_.load(std::memory_order_acquire)) {
+        idle_.fetch_sub(1, std::memory_order_relaxed);
+        return;
+      }
+      if (spins % 64 != 0 || Now() - idle_since < kIdleSpin) {
+        Relax();
+        continue;
+      }
+      idle_.fetch_sub(1, std::memory_order_relaxed);
+      idle = false;
+      std::unique_lock<std::mutex> l(mu_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      work_cv_.wait(l, [&] {
+        return stop_.load() || claim_.load() < tail_.load(std::memory_order_seq_cst);
+      });
+      sleepers_.fetch_sub(1);
+    }
+  }
+
+  // Spins for about two batches' assembly time, then sleeps, until ready().
+  template <typename Ready>
+  void WaitUntil(const Ready& ready) {
+    if (ready()) return;
+    const auto limit = std::chrono::nanoseconds(
+        std::min<int64_t>(2 * avg_ns_.load(std::memory_order_relaxed), 200'000));
+    const auto t0 = Now();
+    for (int spins = 1; !(spins % 64 == 0 && Now() - t0 > limit); ++spins) {
+      if (ready()) return;
+      Relax();
+    }
+    waiting_.store(true, std::memory_order_seq_cst);
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      done_cv_.wait(l, ready);
+    }
+    waiting_.store(false, std::memory_order_relaxed);
+  }
+
+  // Until batch i is in its slot (batch, status).
+  void Get(uint64_t i) {
+    Slot& s = slot(i);
+    auto ready = [&] { return s.done.load(std::memory_order_seq_cst) == i + 1; };
+    if (ready()) return;
+    if (!help_) return WaitUntil(ready);
+    // Queued batches that no spinning thread takes within kHelpAfter are assembled here
+    // (batch i itself when nobody has started it).
+    const auto limit = std::chrono::nanoseconds(
+        std::min<int64_t>(2 * avg_ns_.load(std::memory_order_relaxed), 200'000));
+    auto t0 = Now();
+    for (int spins = 1;; ++spins) {
+      if (ready()) return;
+      uint64_t j;
+      const bool late = spins % 16 == 0 && Now() - t0 > kHelpAfter;
+      if ((idle_.load(std::memory_order_relaxed) == 0 || late) && ClaimNext(&j)) {
+        Run(j);
+        {
+          std::lock_guard<std::mutex> l(p_->stats_mu_);
+          ++p_->stats_.assembled_by_consumer;
+        }
+        t0 = Now();
+        continue;
+      }
+      if (spins % 64 == 0 && Now() - t0 > limit + kHelpAfter) break;
+      Relax();
+    }
+    // A thread holds batch i and has not finished it in twice the usual time: assemble it
+    // here from the same plan (the thread only reads the plan; its copy is dropped).
+    {
+      std::lock_guard<std::mutex> l(s.mu);
+      if (ready()) return;
+      s.taken = true;
+    }
+    const auto t1 = Now();
+    std::shared_ptr<TokenBatch> b = batches_->Get();
+    s.status = p_->Assemble(s.plan, &own_scratch_, b.get());
+    s.batch = std::move(b);
+    Account(t1);
+    std::lock_guard<std::mutex> l(p_->stats_mu_);
+    ++p_->stats_.assembled_by_consumer;
+    ++p_->stats_.taken_over;
+  }
+
   const TokenPipeline* p_;
-  ThreadPool pool_;
+  const bool help_;
   std::shared_ptr<BatchPool> batches_;
-  std::deque<std::future<Result<TokenBatchPtr>>> q_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Scratch own_scratch_;                 // the consumer's, for batches it takes over
+  uint64_t head_ = 0;                   // consumer: the next batch to deliver
+  std::atomic<uint64_t> tail_{0};       // plans published
+  std::atomic<uint64_t> claim_{0};      // the next plan to claim
+  std::atomic<int> sleepers_{0};        // threads asleep on work_cv_
+  std::atomic<int> idle_{0};            // threads spinning for work
+  std::atomic<bool> waiting_{false};    // the consumer asleep on done_cv_
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> avg_ns_{0};      // assembly time per batch (moving average)
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<std::thread> threads_;
 };
 
 TokenPipeline::TokenPipeline(TokenPipelineOptions o) : o_(std::move(o)) {}
@@ -138,7 +379,8 @@ Status TokenPipeline::Init() {
     STOKER_ASSIGN_OR_RETURN(auto ix, Index(d, 0));
     samples_per_epoch_ += ix->num_samples();
   }
-  prefetch_ = std::make_unique<Prefetcher>(this, o_.threads);
+  for (const auto& c : corpora_) stores_.push_back(c.store.get());
+  prefetch_ = std::make_unique<Prefetcher>(this, o_.threads, o_.prefetch, o_.assemble_when_waiting);
   return Status::OK();
 }
 
@@ -175,23 +417,23 @@ Status TokenPipeline::Locate(size_t d, uint64_t j, Row* row) {
   return Status::OK();
 }
 
-Result<TokenPipeline::Plan> TokenPipeline::PlanStep() {
+Status TokenPipeline::PlanStep(Plan* p) {
   const uint64_t B = static_cast<uint64_t>(o_.batch_size);
   const uint64_t GB = B * static_cast<uint64_t>(o_.world_size);
-  Plan p;
-  p.first_sample = next_global_ + static_cast<uint64_t>(o_.rank) * B;
-  p.step = next_global_ / GB;
-  const uint64_t mine_begin = p.first_sample, mine_end = p.first_sample + B;
+  p->rows.clear();
+  p->first_sample = next_global_ + static_cast<uint64_t>(o_.rank) * B;
+  p->step = next_global_ / GB;
+  const uint64_t mine_begin = p->first_sample, mine_end = p->first_sample + B;
   for (uint64_t g = next_global_; g < next_global_ + GB; ++g) {
     auto [d, j] = blend_->Next();
     if (g < mine_begin || g >= mine_end) continue;
     Row r;
     r.global = g;
     STOKER_RETURN_IF_ERROR(Locate(d, j, &r));
-    p.rows.push_back(std::move(r));
+    p->rows.push_back(std::move(r));
   }
   next_global_ += GB;
-  return p;
+  return Status::OK();
 }
 
 namespace {
@@ -245,7 +487,17 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
     }
     return Status::OK();
   };
+  // The token bytes of the next row are prefetched while this one is copied: a row's
+  // documents lie at random places of the mapping, and their misses would otherwise come
+  // one after the other inside the copy.
+  auto prefetch_row = [&](size_t r) {
+    if (r >= B) return;
+    const TokenStore& st = *stores[rows[r].first];
+    for (const Piece& pc : rows[r].second) st.Document(pc.doc).Prefetch(pc.offset, pc.len);
+  };
+  prefetch_row(0);
   for (size_t r = 0; r < B; ++r) {
+    prefetch_row(r + 1);
     const size_t d = rows[r].first;
     const TokenStore& st = *stores[d];
     const auto& pieces = rows[r].second;
@@ -372,31 +624,39 @@ Status Fill(const TokenPipelineOptions& o, const std::vector<const TokenStore*>&
 
 }  // namespace
 
-Status TokenPipeline::Assemble(const Plan& p, TokenBatch* b) const {
+Status TokenPipeline::Assemble(const Plan& p, Scratch* s, TokenBatch* b) const {
   b->step = p.step;
   b->first_sample = p.first_sample;
-  b->batch_size = static_cast<int>(p.rows.size());
+  const size_t n = p.rows.size();
+  b->batch_size = static_cast<int>(n);
   b->seq_len = o_.index.seq_len;
   b->int64 = o_.int64_output;
-  b->sample_ids.clear();
-  b->epochs.clear();
-  std::vector<std::pair<size_t, std::vector<Piece>>> rows(p.rows.size());
-  for (size_t i = 0; i < p.rows.size(); ++i) {
-    rows[i].first = p.rows[i].corpus;
-    p.rows[i].index->Sample(p.rows[i].position, &rows[i].second);
-    b->sample_ids.push_back(static_cast<int64_t>(p.rows[i].global));
-    b->epochs.push_back(static_cast<int64_t>(p.rows[i].epoch));
+  b->sample_ids.resize(n);
+  b->epochs.resize(n);
+  s->rows.resize(n);
+  s->samples.resize(n);
+  // In stages over all rows, so that the rows' cache misses overlap: the sample index
+  // entries, then the store's index entries of their documents, then the pieces (the
+  // token bytes are prefetched a row ahead of the copy, in Fill).
+  for (size_t i = 0; i < n; ++i) {
+    s->samples[i] = p.rows[i].index->SampleAt(p.rows[i].position);
+    p.rows[i].index->PrefetchEntry(s->samples[i]);
   }
-  std::vector<const TokenStore*> stores;
-  for (const auto& c : corpora_) stores.push_back(c.store.get());
-  return o_.int64_output ? Fill<int64_t>(o_, stores, rows, o_.index.mode, b)
-                         : Fill<int32_t>(o_, stores, rows, o_.index.mode, b);
+  for (size_t i = 0; i < n; ++i) p.rows[i].index->PrefetchDocuments(s->samples[i]);
+  for (size_t i = 0; i < n; ++i) {
+    s->rows[i].first = p.rows[i].corpus;
+    p.rows[i].index->Pieces(s->samples[i], &s->rows[i].second);
+    b->sample_ids[i] = static_cast<int64_t>(p.rows[i].global);
+    b->epochs[i] = static_cast<int64_t>(p.rows[i].epoch);
+  }
+  return o_.int64_output ? Fill<int64_t>(o_, stores_, s->rows, o_.index.mode, b)
+                         : Fill<int32_t>(o_, stores_, s->rows, o_.index.mode, b);
 }
 
 Result<TokenBatchPtr> TokenPipeline::Next() {
-  while (prefetch_->size() < static_cast<size_t>(o_.prefetch)) {
-    STOKER_ASSIGN_OR_RETURN(Plan p, PlanStep());
-    prefetch_->Push(std::move(p));
+  while (prefetch_->CanPublish()) {
+    STOKER_RETURN_IF_ERROR(PlanStep(prefetch_->NextPlan()));
+    prefetch_->Publish();
   }
   auto t0 = std::chrono::steady_clock::now();
   Result<TokenBatchPtr> r = prefetch_->Pop();

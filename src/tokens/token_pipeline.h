@@ -60,6 +60,10 @@ struct TokenPipelineOptions {
   HostAllocator* allocator = nullptr;
   int threads = 1;                  // batch assembly threads
   int prefetch = 2;                 // batches assembled ahead
+  // When Next() finds its batch not ready, the calling thread assembles a queued batch
+  // itself instead of waiting (caller-runs: it would only wait otherwise), then waits.
+  // Batches are the same either way; false: only the `threads` assemble.
+  bool assemble_when_waiting = true;
   TokenStoreOptions store;
 };
 
@@ -113,11 +117,15 @@ struct TokenState {
 struct TokenPipelineStats {
   uint64_t batches = 0, samples = 0, tokens = 0, pad_tokens = 0;
   double assemble_s = 0;     // thread time spent building batches
-  double wait_s = 0;         // consumer time spent waiting in Next()
+  double wait_s = 0;         // consumer time in Next() until its batch was there (with
+                             // assemble_when_waiting: including batches it assembled)
   double index_build_s = 0;  // index build time (0 when every epoch came from the cache)
   uint64_t index_bytes = 0;
   uint64_t indices_built = 0, indices_cached = 0;
   uint64_t skipped_empty = 0;
+  // Batches Next() assembled itself while it waited (assemble_when_waiting), and of those,
+  // batches a thread had started but not finished in twice the usual time (taken over).
+  uint64_t assembled_by_consumer = 0, taken_over = 0;
 };
 
 class TokenPipeline {
@@ -163,18 +171,25 @@ class TokenPipeline {
     uint64_t step = 0, first_sample = 0;
     std::vector<Row> rows;
   };
+  // Per batch in flight, reused: the rows' pieces and unshuffled sample numbers.
+  struct Scratch {
+    std::vector<std::pair<size_t, std::vector<Piece>>> rows;
+    std::vector<uint64_t> samples;
+  };
   class Prefetcher;
 
   explicit TokenPipeline(TokenPipelineOptions o);
   Status Init();
   // Maps corpus sample j to (epoch, position), building epochs as needed.
   Status Locate(size_t d, uint64_t j, Row* row);
-  Result<Plan> PlanStep();
-  Status Assemble(const Plan& p, TokenBatch* b) const;
+  // The next step's plan into *p (its vectors reused).
+  Status PlanStep(Plan* p);
+  Status Assemble(const Plan& p, Scratch* s, TokenBatch* b) const;
   void ResetPrefetch();
 
   TokenPipelineOptions o_;
   std::vector<Corpus> corpora_;
+  std::vector<const TokenStore*> stores_;  // corpora_[d].store
   std::unique_ptr<BlendCursor> blend_;
   uint64_t samples_per_epoch_ = 0;
   uint64_t config_hash_ = 0;

@@ -3,9 +3,12 @@
 #include <cstdint>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "core/random.h"
 #include "formats/formats_testing.h"
@@ -376,6 +379,88 @@ TEST(TokenPipeline, OutputDoesNotDependOnThreadsOrPrefetch) {
   }
 }
 
+// Whoever assembles a batch (the threads, or Next() while it would wait) and however far
+// ahead, the batches are the same, in the same order, and a resume in the middle of
+// batches in flight continues the same stream. A slow consumer lets the threads go to sleep
+// between batches (the wake-up path).
+TEST(TokenPipeline, HandOffDoesNotChangeTheBatches) {
+  std::string dir = testing::FreshDir("tp-handoff");
+  std::string c = MakeCorpus(dir, "c", 200, 300, 12);
+  auto base = Opts({c}, 96, PackMode::kConcat);
+  base.window = true;
+  base.position_ids = TokenPipelineOptions::PositionIds::kAuto;
+  base.threads = 1;
+  base.prefetch = 1;
+  base.assemble_when_waiting = false;
+  struct Seen {
+    std::vector<int64_t> ids;
+    std::vector<std::vector<int64_t>> pieces;
+    std::vector<std::vector<uint8_t>> windows;
+  };
+  auto run = [](const TokenPipelineOptions& o, int n, bool slow, int restore_at) {
+    Seen s;
+    auto p = TokenPipeline::Create(o);
+    EXPECT_TRUE(p.ok());
+    for (int i = 0; i < n; ++i) {
+      if (i == restore_at) {  // batches are in flight: they are dropped, the stream goes on
+        TokenState st = (*p)->state();
+        EXPECT_TRUE((*p)->Restore(st).ok());
+      }
+      auto b = (*p)->Next();
+      EXPECT_TRUE(b.ok());
+      if (!b.ok()) return s;
+      s.ids.insert(s.ids.end(), (*b)->sample_ids.begin(), (*b)->sample_ids.end());
+      s.pieces.push_back((*b)->pieces);
+      s.windows.push_back(Bytes((*b)->window));
+      if (slow) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    return s;
+  };
+  const int n = 40;
+  Seen want = run(base, n, false, -1);
+  ASSERT_EQ(want.ids.size(), 4u * n);
+  for (int threads : {1, 2, 4}) {
+    for (int prefetch : {1, 2, 5}) {
+      for (bool help : {false, true}) {
+        auto o = base;
+        o.threads = threads;
+        o.prefetch = prefetch;
+        o.assemble_when_waiting = help;
+        const bool slow = threads == 2 && prefetch == 2;
+        Seen got = run(o, n, slow, prefetch == 5 ? 17 : -1);
+        SCOPED_TRACE(::testing::Message() << threads << " threads, prefetch " << prefetch
+                                        << (help ? ", helping" : "") << (slow ? ", slow" : ""));
+        EXPECT_EQ(got.ids, want.ids);
+        EXPECT_EQ(got.pieces, want.pieces);
+        EXPECT_EQ(got.windows, want.windows);
+      }
+    }
+  }
+  // More threads than this machine has cores, a consumer that outruns them: threads are
+  // preempted in the middle of batches, which Next() then takes over (how often depends on
+  // the machine; the batches must not).
+  auto o = base;
+  o.threads = 6;
+  o.prefetch = 4;
+  o.assemble_when_waiting = true;
+  auto many = TokenPipeline::Create(o);
+  auto one = TokenPipeline::Create(base);
+  ASSERT_TRUE(many.ok() && one.ok());
+  for (int i = 0; i < 400; ++i) {
+    auto x = (*many)->Next();
+    auto y = (*one)->Next();
+    ASSERT_TRUE(x.ok() && y.ok());
+    ASSERT_EQ((*x)->sample_ids, (*y)->sample_ids);
+    ASSERT_EQ(Bytes((*x)->window), Bytes((*y)->window));
+  }
+  const TokenPipelineStats st = (*many)->stats();
+  EXPECT_EQ(st.batches, 400u);
+  EXPECT_LE(st.taken_over, st.assembled_by_consumer);
+  std::printf("6 threads, 400 batches: %llu assembled by Next(), %llu taken over\n",
+              static_cast<unsigned long long>(st.assembled_by_consumer),
+              static_cast<unsigned long long>(st.taken_over));
+}
+
 // The window layout (concatenation's default): one [B, S + 1] buffer, input_ids and labels
 // are views of it (labels start one token later), no position_ids unless asked; the tokens
 // are those of the separate layout, label for label.
@@ -656,6 +741,91 @@ TEST(TokenIndex, LazyConcatIndexMatchesTheConcatenatedStream) {
         }
         EXPECT_EQ(ks.size(), N);
       }
+    }
+  }
+}
+
+// Many documents (more than a few blocks of the build): every sample starts at token k*S of
+// the epoch's stream, by a sweep.
+TEST(TokenIndex, ConcatIndexMatchesASweepOfTheStreamOnManyDocuments) {
+  std::string dir = testing::FreshDir("ti-many");
+  std::string spec = MakeCorpus(dir, "c", 150000, 9, 31);
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  for (bool drop : {true, false}) {
+    TokenIndexOptions o;
+    o.seq_len = 37;
+    o.seed = 8;
+    o.drop_last_partial = drop;
+    o.cache_dir = "none";
+    auto docs = SelectDocuments(**store, o);
+    ASSERT_TRUE(docs.ok());
+    auto ix = EpochIndex::Get(**store, *docs, o, 1, 0);
+    ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+    const uint64_t T = docs->tokens, S = 37, N = (*ix)->num_samples();
+    ASSERT_EQ(N, drop ? (T - 1) / S : (T + S - 1) / S);
+    // Where token k*S is in the epoch's stream: (document, offset).
+    std::vector<std::pair<uint64_t, uint64_t>> want(N, {~uint64_t{0}, 0});
+    uint64_t base = 0, k = 0;
+    for (uint64_t pos = 0; pos < docs->size() && k < N; ++pos) {
+      const uint64_t d = (*ix)->DocAt(pos), end = base + (*store)->DocumentLength(d);
+      for (; k < N && k * S < end; ++k) want[k] = {d, k * S - base};
+      base = end;
+    }
+    std::vector<Piece> pcs;
+    for (uint64_t p = 0; p < N; ++p) {
+      const uint64_t kk = (*ix)->Sample(p, &pcs);
+      ASSERT_FALSE(pcs.empty());
+      ASSERT_EQ(std::make_pair(pcs[0].doc, pcs[0].offset), want[kk]) << "sample " << kk;
+      uint64_t len = 0;
+      for (const Piece& pc : pcs) len += pc.len;
+      ASSERT_EQ(len, std::min<uint64_t>(S + 1, T - kk * S));
+    }
+  }
+}
+
+// The build's length table holds 16 bits a document; documents of 65535 tokens or more are
+// looked up exactly.
+TEST(TokenIndex, DocumentsOf65535TokensOrMoreAreCountedExactly) {
+  std::string dir = testing::FreshDir("ti-long");
+  const std::vector<uint64_t> lens = {70000, 3, 65535, 65534, 100000, 5, 65536, 1, 2, 131071};
+  auto w = OpenTokenWriter("megatron:" + dir + "/c");
+  ASSERT_TRUE(w.ok());
+  for (uint64_t d = 0; d < lens.size(); ++d) {
+    std::vector<int64_t> ids(lens[d]);
+    for (uint64_t t = 0; t < lens[d]; ++t) ids[t] = TokenOf(d, t);
+    ASSERT_TRUE((*w)->AddDocument(ids).ok());
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto store = OpenTokenStore("megatron:" + dir + "/c");
+  ASSERT_TRUE(store.ok());
+  for (PackMode mode : {PackMode::kConcat, PackMode::kBestFit}) {
+    TokenIndexOptions o;
+    o.seq_len = 4096;
+    o.seed = 3;
+    o.mode = mode;
+    o.cache_dir = "none";
+    auto docs = SelectDocuments(**store, o);
+    ASSERT_TRUE(docs.ok());
+    auto ix = EpochIndex::Get(**store, *docs, o, 0, 0);
+    ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+    std::map<uint64_t, uint64_t> seen;  // doc -> tokens delivered (drop_last: all but < S + 1)
+    uint64_t total = 0;
+    std::vector<Piece> pcs;
+    for (uint64_t p = 0; p < (*ix)->num_samples(); ++p) {
+      (*ix)->Sample(p, &pcs);
+      for (const Piece& pc : pcs) {
+        ASSERT_LE(pc.offset + pc.len, lens[pc.doc]);
+        if (mode != PackMode::kConcat) seen[pc.doc] += pc.len;
+        total += pc.len;
+      }
+    }
+    const uint64_t T = docs->tokens;
+    if (mode == PackMode::kConcat) {
+      EXPECT_EQ((*ix)->num_samples(), (T - 1) / 4096);
+      EXPECT_EQ(total, (*ix)->num_samples() * 4097);
+    } else {
+      for (uint64_t d = 0; d < lens.size(); ++d) EXPECT_EQ(seen[d], lens[d]) << "document " << d;
     }
   }
 }

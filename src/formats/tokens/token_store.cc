@@ -119,6 +119,19 @@ void TokenSpan::CopyTo(uint64_t begin, uint64_t n, T* out) const {
 template void TokenSpan::CopyTo<int32_t>(uint64_t, uint64_t, int32_t*) const;
 template void TokenSpan::CopyTo<int64_t>(uint64_t, uint64_t, int64_t*) const;
 
+void TokenSpan::Prefetch(uint64_t begin, uint64_t n) const {
+  if (n == 0) return;
+  // The first line, and the first line of every following page: that starts the page walk
+  // (a TLB miss per random 4 KiB page) and the hardware's stream prefetcher, which fetches
+  // the rest of the page. Every line was tried too: as fast, with 16x the instructions.
+  const uint64_t isz = TokenDTypeSize(dtype);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data + begin * isz);
+  const uintptr_t last = first + n * isz - 1;  // inside the document: nothing past it
+  __builtin_prefetch(reinterpret_cast<const void*>(first), 0, 3);
+  for (uintptr_t a = (first | 4095) + 1; a <= last; a += 4096)
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 3);
+}
+
 void TokenSpan::MinMax(uint64_t begin, uint64_t n, int64_t* lo, int64_t* hi) const {
   const uint8_t* p = data + begin * TokenDTypeSize(dtype);
   switch (dtype) {
@@ -230,6 +243,7 @@ class MegatronStore final : public TokenStore {
   uint64_t DocumentLength(uint64_t i) const override {
     return static_cast<uint64_t>(view_.length(i));
   }
+  void PrefetchDocument(uint64_t i) const override { view_.Prefetch(i); }
   void DocumentLengths(uint64_t first, uint64_t n, uint32_t* out) const override {
     // int32 lengths, checked non-negative at open (they add up to the .bin's size).
     if (n) std::memcpy(out, view_.lengths + 4 * first, 4 * n);

@@ -18,6 +18,10 @@ class SpanStore : public TokenStore {
   TokenDType dtype() const override { return dtype_; }
   TokenSpan Document(uint64_t i) const override { return {doc_ptr_[i], doc_len_[i], dtype_}; }
   uint64_t DocumentLength(uint64_t i) const override { return doc_len_[i]; }
+  void PrefetchDocument(uint64_t i) const override {
+    __builtin_prefetch(&doc_ptr_[i]);
+    __builtin_prefetch(&doc_len_[i]);
+  }
   std::string Location(uint64_t i) const override;
   const std::vector<std::string>& files() const override { return files_; }
 
