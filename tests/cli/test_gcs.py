@@ -219,3 +219,22 @@ def test_missing_object_and_bucket_name_the_url(gcs, tmp_path):
     r = _dump(f"wds:gs://{b}/{p}/empty-prefix/", tmp_path, gcs["env"], check=False)
     assert r.returncode != 0
     assert f"gs://{b}/{p}/empty-prefix" in r.stderr, r.stderr
+
+
+def test_bench_io_measures_gcs_and_cleans_up(stoker, gcs, tmp_path):
+    # A 24 MiB test object uploaded by stoker (resumable upload), read back in 64 KiB requests
+    # and in 16 MiB ones (split into parallel 8 MiB ranged GETs), then deleted.
+    prefix = f"{gcs['prefix']}/probe"
+    url = f"gs://{gcs['bucket']}/{prefix}/"
+    js = tmp_path / "io.json"
+    r = stoker("bench", "io", url, "--size", "24m", "--blocks", "64k,16m", "--threads", "1,2",
+               "--seconds", "0.2", "--json", js, env=gcs["env"])
+    rep = json.loads(js.read_text())
+    assert rep["object_store"] and rep["fs_type"] == "gs" and rep["created"], rep
+    assert rep["file"] == url + "stoker-probe.bin" and rep["file_bytes"] == 24 << 20
+    assert rep["points"], rep
+    for p in rep["points"]:
+        assert p["ops"] > 0 and p["mb_s"] > 0 and p["p99_us"] >= p["p50_us"] > 0, p
+    assert {p["block"] for p in rep["points"]} == {64 << 10, 16 << 20}
+    assert "time to first byte" in r.stdout
+    assert gcs["api"].list(prefix + "/") == []  # the test object was deleted
