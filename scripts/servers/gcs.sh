@@ -64,10 +64,10 @@ start() {
     >"$STATE/fake-gcs-server.log" 2>&1 &
   echo $! >"$STATE/fake-gcs-server.pid"
   poll "$(cat "$STATE/fake-gcs-server.pid")" 30 "$STATE/fake-gcs-server.log" \
-    curl -sf "$url/storage/v1/b"
+    curl -sf "$url/storage/v1/b" || { stop >/dev/null 2>&1 || true; return 1; }
   curl -sf -X POST -H 'Content-Type: application/json' -d "{\"name\":\"$BUCKET\"}" \
     "$url/storage/v1/b?project=stoker-test" >/dev/null \
-    || { echo "gcs.sh: creating bucket $BUCKET failed" >&2; stop; return 1; }
+    || { echo "gcs.sh: creating bucket $BUCKET failed" >&2; stop >/dev/null 2>&1 || true; return 1; }
   echo "export STOKER_TEST_GCS_HOST=$url"
   echo "export STOKER_TEST_GCS_BUCKET=$BUCKET"
 }
