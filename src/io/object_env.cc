@@ -634,10 +634,30 @@ class ArrowObjectEnv final : public Env {
     afs::FileSelector sel;
     sel.base_dir = key;
     sel.recursive = false;
+    // Arrow's GcsFileSystem lists one level through objects only: it drops the "prefixes" of
+    // a delimited listing, so a sub-folder without a marker object (what gcloud, gsutil and
+    // the JSON API leave) is not listed. gs:// lists the subtree and folds it to one level.
+    bool fold = IsGcsJsonApi(b);
+    if (fold) sel.recursive = true;
     auto infos = b.fs->GetFileInfo(sel);
     if (!infos.ok()) return Explain(b, url, infos.status(), "list");
     std::vector<DirEntry> out;
-    for (const auto& i : *infos) out.push_back({i.base_name(), i.IsDirectory()});
+    if (fold) {
+      std::map<std::string, bool> first;  // first path component below key -> is a dir
+      std::string base = key + "/";
+      for (const auto& i : *infos) {
+        const std::string& p = i.path();
+        if (p.compare(0, base.size(), base) != 0 || p.size() == base.size()) continue;
+        std::string rel = p.substr(base.size());
+        auto slash = rel.find('/');
+        bool dir = slash != std::string::npos || i.IsDirectory();
+        if (slash != std::string::npos) rel.resize(slash);
+        first[rel] = first[rel] || dir;
+      }
+      for (const auto& [name, dir] : first) out.push_back({name, dir});
+    } else {
+      for (const auto& i : *infos) out.push_back({i.base_name(), i.IsDirectory()});
+    }
     std::sort(out.begin(), out.end(),
               [](const DirEntry& a, const DirEntry& c) { return a.name < c.name; });
     return out;
@@ -696,7 +716,9 @@ class ArrowObjectEnv final : public Env {
           a.size = static_cast<uint64_t>(*sz);
           auto md = (*f)->ReadMetadata();
           if (md.ok() && *md) {
-            auto e = (*md)->Get("ETag");
+            // GCS's JSON API: the object's generation (a new one on every write) is its
+            // version; Arrow passes the metadata fields under their JSON names.
+            auto e = (*md)->Get(IsGcsJsonApi(b) ? "generation" : "ETag");
             if (e.ok()) a.etag = *e;
           }
           if (file) *file = std::move(*f);
@@ -710,6 +732,10 @@ class ArrowObjectEnv final : public Env {
     return r;
   }
 
+  // gs:// through Arrow's GcsFileSystem (google-cloud-cpp, JSON API), not through HMAC keys
+  // on the XML API (the S3 client).
+  static bool IsGcsJsonApi(const Backend& b) { return b.scheme == "gs://" && !b.s3_client; }
+
   // A clear error: missing bucket vs missing key vs denied.
   Status Explain(const Backend& b, const std::string& url, const arrow::Status& st,
                  const std::string& what) {
@@ -721,7 +747,14 @@ class ArrowObjectEnv final : public Env {
                      m.find("NoSuchKey") != std::string::npos ||
                      m.find("RESOURCE_NOT_FOUND") != std::string::npos ||
                      m.find("NoSuchBucket") != std::string::npos ||
-                     m.find("not found") != std::string::npos;
+                     m.find("not found") != std::string::npos ||
+                     (IsGcsJsonApi(b) && (m.find("NOT_FOUND") != std::string::npos ||
+                                          m.find("No such file or directory") !=
+                                              std::string::npos));
+    if (IsGcsJsonApi(b) && (m.find("PERMISSION_DENIED") != std::string::npos ||
+                            m.find("UNAUTHENTICATED") != std::string::npos))
+      return IOError("{}: {}: access denied (check GOOGLE_APPLICATION_CREDENTIALS, the "
+                     "account's roles on the bucket, or STORAGE_EMULATOR_HOST): {}", url, what, m);
     if (m.find("ACCESS_DENIED") != std::string::npos || m.find("AccessDenied") != std::string::npos ||
         m.find("SignatureDoesNotMatch") != std::string::npos ||
         m.find("InvalidAccessKeyId") != std::string::npos ||
