@@ -117,3 +117,29 @@ def write_image_folder(root, classes=3, per_class=8, size=(48, 40), seed=0):
             arr[: h // 2, :, c % 3] = 40 * c + 3 * i  # some structure so JPEG is not all noise
             Image.fromarray(arr).save(os.path.join(d, f"img_{i:03d}.jpg"), quality=90)
     return root
+
+
+def fresh_process(test):
+    """Runs the test in a new pytest process. For tests that measure this process's own
+    memory or CPU (VmHWM, the heap, page faults, kernel time): earlier tests in a long
+    suite leave the process with a high peak resident set, a grown heap and malloc
+    thresholds moved (measured: after the token and Ray tests the peak was 557 MB and the
+    tuners' host measures read other tests' state), so these run where only they ran."""
+    import functools
+    import inspect
+    import subprocess
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        if os.environ.get("STOKER_TEST_FRESH_PROCESS") == "1":
+            return test(*args, **kwargs)
+        node = f"{inspect.getfile(test)}::{test.__name__}"
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-x", node], capture_output=True, text=True, timeout=900,
+                           env=dict(os.environ, STOKER_TEST_FRESH_PROCESS="1"))
+        last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+        if r.returncode == 0 and "skipped" in last and "passed" not in last:
+            pytest.skip(f"{test.__name__} skipped in its own process: {last}")
+        assert r.returncode == 0, f"{node} in a fresh process:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
+
+    return run

@@ -14,6 +14,8 @@ import time
 import numpy as np
 import pytest
 
+from stoker_testing import fresh_process  # noqa: E402
+
 import stoker
 from stoker import tune
 
@@ -231,6 +233,7 @@ class FreshPages(torch.utils.data.Dataset):
         return torch.tensor([int(a[0]) + i])
 
 
+@fresh_process  # measures this process's memory/CPU
 def test_kernel_time_hazard_is_measured_not_assumed():
     out = io.StringIO()
     r = stoker.tune_dataloader(FreshPages(), batch_size=2, time_budget=10, num_workers=[0, 1],
@@ -398,6 +401,7 @@ def test_imagefolder_samples_list_is_flagged(tmp_path):
     assert tune.scan_dataset(ds) == []  # 12 samples are below the default threshold
 
 
+@fresh_process  # measures this process's memory/CPU
 def test_proc_readers_on_this_process():
     from stoker import _proc
     u, s, minflt, _ = _proc.cpu_times(os.getpid())

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from stoker_testing import fresh_process  # noqa: E402
+
 torch = pytest.importorskip("torch")
 
 from stoker import tune_batch  # noqa: E402
@@ -42,6 +44,7 @@ def linear_model():
     return step, make_batch, opt
 
 
+@fresh_process  # measures this process's memory/CPU
 def test_cpu_memory_cap_finds_the_edge():
     step, make_batch, opt = linear_model()
     cap = 48 << 20   # room for 192 samples of 256 KiB, less the step's small extras
@@ -103,6 +106,7 @@ def test_time_budget_bounds_the_sweep():
     assert r.largest_fit.batch_size < 1 << 20
 
 
+@fresh_process  # measures this process's memory/CPU
 def test_oom_recovery_frees_what_the_failed_step_held():
     state = {"n": 0}
 
@@ -170,6 +174,7 @@ def test_cuda_memory_fraction_finds_the_edge_and_frees_after_oom():
     torch.cuda.set_per_process_memory_fraction(1.0, dev)
 
 
+@fresh_process  # measures this process's memory/CPU
 def test_a_step_that_keeps_memory_stops_the_sweep():
     kept = []
 
@@ -186,6 +191,7 @@ def test_a_step_that_keeps_memory_stops_the_sweep():
     kept.clear()
 
 
+@fresh_process  # measures this process's memory/CPU
 def test_non_memory_failure_and_nothing_fits_are_step_errors():
     def make_batch(n):
         return torch.zeros(n, 3)
