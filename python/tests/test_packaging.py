@@ -1,0 +1,201 @@
+"""A wheel built in one environment works in another (issue 14, packaging).
+
+As a new user would: `pip wheel .` with build isolation from a fresh venv A (pip puts
+scikit-build-core and pyarrow into a temporary build environment because pyproject.toml's
+build-system.requires names them, and deletes it afterwards), then the wheel installed into
+a fresh venv B at another path. From B: the extension loads, binds to B's own pyarrow
+libraries (never to the deleted build environment's nor to the repository's .venv), reads a
+Parquet file written by B's pyarrow through stoker.Pipeline and through the installed
+`stoker` CLI; the installed binaries' run-time paths are relative to $ORIGIN. A venv C holds
+the same wheel without pyarrow (pip --no-deps): the missing library is named when stoker is
+used, and plain pip (B) installs pyarrow because the wheel requires it.
+
+Cost: the wheel is built in pyproject.toml's kept build directory (build-pip/<wheel tag>,
+gitignored), so after the first build a run compiles nothing; a first build compiles the
+library (ccache, when installed, reuses objects of build/ compiled from the same sources).
+pip needs PyPI or its cache for scikit-build-core, pyarrow and numpy.
+STOKER_TEST_PACKAGING=0 skips the module (say so when you use it).
+"""
+import json
+import os
+import re
+import subprocess
+import zipfile
+
+import pytest
+
+from stoker_testing import ROOT
+
+SYSTEM_PYTHON = os.environ.get("STOKER_PACKAGING_PYTHON", "/usr/bin/python3")
+
+pytestmark = pytest.mark.skipif(os.environ.get("STOKER_TEST_PACKAGING", "1") == "0",
+                                reason="STOKER_TEST_PACKAGING=0")
+
+
+def _clean_env(**extra):
+    """The environment of a new user's shell: nothing pointing into this repository."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+                        "STOKER_PYTHON", "STOKER_BINARY", "STOKER_BIN", "STOKER_PYTHON_BUILD",
+                        "PIP_NO_BUILD_ISOLATION", "PIP_REQUIRE_VIRTUALENV")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env.update(extra)
+    return env
+
+
+def _run(cmd, cwd, check=True, **extra):
+    r = subprocess.run([str(c) for c in cmd], cwd=str(cwd), env=_clean_env(**extra),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check and r.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{r.stdout[-6000:]}")
+    return r
+
+
+def _venv(path):
+    _run([SYSTEM_PYTHON, "-m", "venv", path], cwd=os.path.dirname(str(path)))
+    return path
+
+
+def _site_packages(venv):
+    r = _run([venv / "bin" / "python", "-c",
+              "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=venv)
+    return type(venv)(r.stdout.strip())
+
+
+def _libarrow(site):
+    """pyarrow's libarrow.so.N in that site-packages."""
+    libs = [p for p in (site / "pyarrow").glob("libarrow.so.*") if re.search(r"\.so\.\d+$", p.name)]
+    assert len(libs) == 1, libs
+    return libs[0]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{SYSTEM_PYTHON} not found (STOKER_PACKAGING_PYTHON names another)")
+    return tmp_path_factory.mktemp("packaging")
+
+
+@pytest.fixture(scope="module")
+def wheel(work):
+    """Built from a fresh venv A with build isolation; A is removed afterwards."""
+    env_a = _venv(work / "env-a")
+    out = work / "wheelhouse"
+    jobs = os.environ.get("STOKER_JOBS") or str(os.cpu_count() or 1)
+    _run([env_a / "bin" / "python", "-m", "pip", "wheel", "--no-deps", "-w", out, ROOT],
+         cwd=work, CMAKE_BUILD_PARALLEL_LEVEL=jobs)
+    wheels = list(out.glob("stoker-*.whl"))
+    assert len(wheels) == 1, wheels
+    subprocess.run(["rm", "-rf", str(env_a)], check=True)
+    return wheels[0]
+
+
+def _runpaths(path):
+    r = subprocess.run(["readelf", "-d", str(path)], stdout=subprocess.PIPE, text=True,
+                       check=True)
+    return [p for m in re.finditer(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]",
+                                   r.stdout) for p in m.group(1).split(":")]
+
+
+def test_wheel_declares_pyarrow_and_points_at_it_relatively(wheel, work):
+    z = zipfile.ZipFile(wheel)
+    meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    requires = [l.split(":", 1)[1].strip() for l in meta.splitlines()
+                if l.startswith("Requires-Dist:")]
+    assert any(re.match(r"pyarrow\b", r) and "<21" in r for r in requires), requires
+    ext = [n for n in z.namelist() if re.match(r"stoker/_stoker\..*\.so$", n)]
+    cli = [n for n in z.namelist() if re.match(r"stoker-[^/]*\.data/scripts/stoker$", n)]
+    assert len(ext) == 1 and len(cli) == 1, z.namelist()
+    unpacked = work / "unpacked"
+    z.extractall(unpacked, members=ext + cli)
+    for name in ext + cli:
+        data = (unpacked / name).read_bytes()
+        # The isolated build environment (deleted after the build) must leave no trace.
+        assert b"pip-build-env" not in data, name
+        assert str(work / "env-a").encode() not in data, name
+        paths = _runpaths(unpacked / name)
+        assert paths, f"{name}: no run-time path (pyarrow's libraries would not be found)"
+        assert all(p.startswith("$ORIGIN/") for p in paths), (name, paths)
+    assert "$ORIGIN/../pyarrow" in _runpaths(unpacked / ext[0])
+
+
+def test_without_pyarrow_the_missing_library_is_named(wheel, work):
+    env_c = _venv(work / "env-no-pyarrow")
+    _run([env_c / "bin" / "python", "-m", "pip", "install", "--no-deps", wheel, "numpy"],
+         cwd=work)
+    code = (
+        "import stoker\n"
+        "assert not stoker.extension_available()\n"
+        "print('ERR', stoker.extension_error())\n"
+        "try:\n"
+        "    stoker.Pipeline('parquet:/nonexistent.parquet', decode='raw')\n"
+        "except ImportError as e:\n"
+        "    print('PIPELINE', e)\n")
+    r = _run([env_c / "bin" / "python", "-c", code], cwd=work)
+    err = next(l for l in r.stdout.splitlines() if l.startswith("ERR "))
+    assert "libarrow" in err and "pip install" in err and "pyarrow" in err, r.stdout
+    pipe = next(l for l in r.stdout.splitlines() if l.startswith("PIPELINE "))
+    assert "pyarrow" in pipe, r.stdout
+    r = _run([env_c / "bin" / "stoker", "--help"], cwd=work, check=False)
+    assert r.returncode != 0 and "libarrow" in r.stdout, r.stdout
+
+
+@pytest.fixture(scope="module")
+def env_b(wheel, work):
+    """The wheel installed as a user would, dependencies from the index (or pip's cache)."""
+    (work / "elsewhere").mkdir()
+    env_b = _venv(work / "elsewhere" / "env-b")
+    _run([env_b / "bin" / "python", "-m", "pip", "install", wheel], cwd=work)
+    return env_b
+
+
+def _write_parquet(env_b, path):
+    code = (
+        "import sys, pyarrow as pa, pyarrow.parquet as pq\n"
+        "keys = ['s%03d' % i for i in range(20)]\n"
+        "data = [bytes([i]) * (i * 37 + 1) for i in range(20)]\n"
+        "pq.write_table(pa.table({'key': keys, 'label': list(range(20)), 'data': data}),\n"
+        "               sys.argv[1], row_group_size=7)\n")
+    _run([env_b / "bin" / "python", "-c", code, path], cwd=path.parent)
+    return {f"s{i:03d}": bytes([i]) * (i * 37 + 1) for i in range(20)}
+
+
+def test_installed_reads_parquet_with_its_own_pyarrow(env_b, work):
+    pq = work / "t.parquet"
+    want = _write_parquet(env_b, pq)
+    code = (
+        "import json, sys, stoker\n"
+        "assert stoker.extension_available(), stoker.extension_error()\n"
+        "p = stoker.Pipeline('parquet:' + sys.argv[1], decode='raw', batch_size=20,\n"
+        "                    shuffle=False, keys=True, threads=1)\n"
+        "got = {}\n"
+        "for b in p:\n"
+        "    d, o = b['data'], b['offsets']\n"
+        "    for i, k in enumerate(b['key']):\n"
+        "        got[k] = d[o[i]:o[i + 1]].tobytes().hex()\n"
+        "maps = [l.split()[-1] for l in open('/proc/self/maps') if 'libarrow.so' in l]\n"
+        "print(json.dumps({'got': got, 'libarrow': sorted(set(maps)),\n"
+        "                  'stoker': stoker.__file__}))\n")
+    r = _run([env_b / "bin" / "python", "-c", code, pq], cwd=work)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["got"] == {k: v.hex() for k, v in want.items()}
+    site = _site_packages(env_b)
+    assert res["stoker"].startswith(str(site)), res
+    # Bound to B's pyarrow: not to the build environment's, not to this repository's .venv.
+    assert res["libarrow"] == [str(_libarrow(site))], res["libarrow"]
+
+
+def test_installed_cli_reads_parquet_with_its_own_pyarrow(env_b, work):
+    pq = work / "cli.parquet"
+    want = _write_parquet(env_b, pq)
+    cli = env_b / "bin" / "stoker"
+    r = _run([cli, "dump", f"parquet:{pq}", "--hex"], cwd=work)
+    got = {}
+    for line in r.stdout.splitlines():
+        s = json.loads(line)
+        got[s["key"]] = next(f["hex"] for f in s["fields"] if f["name"] == "data")
+    assert got == {k: v.hex() for k, v in want.items()}
+    r = subprocess.run(["ldd", str(cli)], stdout=subprocess.PIPE, text=True, check=True)
+    arrow = [l.split("=>")[1].split()[0] for l in r.stdout.splitlines() if "libarrow.so" in l]
+    assert [os.path.realpath(a) for a in arrow] == \
+        [os.path.realpath(_libarrow(_site_packages(env_b)))], r.stdout
