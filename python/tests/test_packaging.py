@@ -119,10 +119,16 @@ def test_wheel_declares_pyarrow_and_points_at_it_relatively(wheel, work):
     assert "$ORIGIN/../pyarrow" in _runpaths(unpacked / ext[0])
 
 
-def test_without_pyarrow_the_missing_library_is_named(wheel, work):
+@pytest.fixture(scope="module")
+def env_c(wheel, work):
+    """The wheel installed without its dependencies: no pyarrow."""
     env_c = _venv(work / "env-no-pyarrow")
     _run([env_c / "bin" / "python", "-m", "pip", "install", "--no-deps", wheel, "numpy"],
          cwd=work)
+    return env_c
+
+
+def test_without_pyarrow_the_missing_library_is_named(env_c, work):
     code = (
         "import stoker\n"
         "assert not stoker.extension_available()\n"
@@ -133,9 +139,11 @@ def test_without_pyarrow_the_missing_library_is_named(wheel, work):
         "    print('PIPELINE', e)\n")
     r = _run([env_c / "bin" / "python", "-c", code], cwd=work)
     err = next(l for l in r.stdout.splitlines() if l.startswith("ERR "))
-    assert "libarrow" in err and "pip install" in err and "pyarrow" in err, r.stdout
+    assert "libarrow" in err and "pyarrow is not installed" in err, r.stdout
+    assert re.search(r"pip install 'pyarrow[<>=,0-9.]+'", err), r.stdout
     pipe = next(l for l in r.stdout.splitlines() if l.startswith("PIPELINE "))
-    assert "pyarrow" in pipe, r.stdout
+    assert "pip install 'pyarrow" in pipe, r.stdout
+    # The CLI binary: the dynamic loader's message names the library.
     r = _run([env_c / "bin" / "stoker", "--help"], cwd=work, check=False)
     assert r.returncode != 0 and "libarrow" in r.stdout, r.stdout
 
@@ -199,3 +207,24 @@ def test_installed_cli_reads_parquet_with_its_own_pyarrow(env_b, work):
     arrow = [l.split("=>")[1].split()[0] for l in r.stdout.splitlines() if "libarrow.so" in l]
     assert [os.path.realpath(a) for a in arrow] == \
         [os.path.realpath(_libarrow(_site_packages(env_b)))], r.stdout
+
+
+def test_pyarrow_elsewhere_on_sys_path_is_preloaded(env_b, env_c, work):
+    """stoker in one site-packages, pyarrow in another directory of sys.path (as in a
+    --system-site-packages venv): $ORIGIN/../pyarrow misses, stoker loads pyarrow's own
+    libraries before the extension."""
+    pq = work / "elsewhere.parquet"
+    want = _write_parquet(env_b, pq)
+    other = work / "other-site"
+    other.mkdir()
+    (other / "pyarrow").symlink_to(_site_packages(env_b) / "pyarrow")
+    code = (
+        "import sys, stoker\n"
+        "assert stoker.extension_available(), stoker.extension_error()\n"
+        "p = stoker.Pipeline('parquet:' + sys.argv[1], decode='raw', batch_size=20,\n"
+        "                    shuffle=False, keys=True, threads=1)\n"
+        "b = next(iter(p))\n"
+        "print(len(b['key']), b['offsets'][-1])\n")
+    r = _run([env_c / "bin" / "python", "-c", code, pq], cwd=work, PYTHONPATH=str(other))
+    n, size = r.stdout.split()[-2:]
+    assert int(n) == len(want) and int(size) == sum(len(v) for v in want.values()), r.stdout
