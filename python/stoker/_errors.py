@@ -83,6 +83,32 @@ except ImportError as e:  # pure-Python use: no compiled engine
             except ImportError as e2:
                 _IMPORT_ERROR = _missing_pyarrow_error(e2)
 
+
+def _numpy_abi_error():
+    """ImportError when the extension cannot handle the installed NumPy, else None."""
+    try:
+        from ._build_info import PYBIND11_VERSION
+    except ImportError:  # the pure-Python sources
+        return None
+    try:
+        import numpy
+    except ImportError:
+        return None
+    pb = tuple(int(x) for x in PYBIND11_VERSION.split(".")[:2] if x.isdigit())
+    if int(numpy.__version__.split(".")[0]) >= 2 and len(pb) == 2 and pb < (2, 12):
+        return ImportError(
+            f"stoker's extension was built with pybind11 {PYBIND11_VERSION}, which predates "
+            f"NumPy 2 (pybind11 2.12 added it): with NumPy {numpy.__version__} its batches "
+            "would hold wrong values. Install NumPy 1.x (pip install 'numpy<2'), as the "
+            "package requires, or rebuild stoker with pybind11 >= 2.12")
+    return None
+
+
+if _ext is not None:
+    _e = _numpy_abi_error()
+    if _e is not None:
+        _ext, _IMPORT_ERROR = None, _e
+
 if _ext is not None:
     StokerError = _ext.StokerError
     InvalidArgumentError = _ext.InvalidArgumentError

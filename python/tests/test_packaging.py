@@ -103,6 +103,7 @@ def test_wheel_declares_pyarrow_and_points_at_it_relatively(wheel, work):
     requires = [l.split(":", 1)[1].strip() for l in meta.splitlines()
                 if l.startswith("Requires-Dist:")]
     assert any(re.match(r"pyarrow\b", r) and "<21" in r for r in requires), requires
+    assert any(re.match(r"numpy\b", r) and "<2" in r for r in requires), requires
     ext = [n for n in z.namelist() if re.match(r"stoker/_stoker\..*\.so$", n)]
     cli = [n for n in z.namelist() if re.match(r"stoker-[^/]*\.data/scripts/stoker$", n)]
     assert len(ext) == 1 and len(cli) == 1, z.namelist()
@@ -123,7 +124,7 @@ def test_wheel_declares_pyarrow_and_points_at_it_relatively(wheel, work):
 def env_c(wheel, work):
     """The wheel installed without its dependencies: no pyarrow."""
     env_c = _venv(work / "env-no-pyarrow")
-    _run([env_c / "bin" / "python", "-m", "pip", "install", "--no-deps", wheel, "numpy"],
+    _run([env_c / "bin" / "python", "-m", "pip", "install", "--no-deps", wheel, "numpy<2"],
          cwd=work)
     return env_c
 
@@ -228,3 +229,23 @@ def test_pyarrow_elsewhere_on_sys_path_is_preloaded(env_b, env_c, work):
     r = _run([env_c / "bin" / "python", "-c", code, pq], cwd=work, PYTHONPATH=str(other))
     n, size = r.stdout.split()[-2:]
     assert int(n) == len(want) and int(size) == sum(len(v) for v in want.values()), r.stdout
+
+
+def test_numpy_2_is_refused_not_misread(wheel, work):
+    """Built with pybind11 < 2.12, the extension's arrays are wrong under NumPy 2 (seen: a
+    raw batch's offsets and bytes all zero): the wheel requires numpy<2, and a NumPy 2
+    installed over it afterwards makes the import fail with the reason."""
+    env_d = _venv(work / "env-numpy2")
+    _run([env_d / "bin" / "python", "-m", "pip", "install", wheel], cwd=work)
+    r = _run([env_d / "bin" / "python", "-c", "import numpy; print(numpy.__version__)"],
+             cwd=work)
+    assert r.stdout.strip().startswith("1."), r.stdout
+    info = _run([env_d / "bin" / "python", "-c",
+                 "from stoker._build_info import PYBIND11_VERSION as v; print(v)"], cwd=work)
+    if tuple(int(x) for x in info.stdout.strip().split(".")[:2]) >= (2, 12):
+        pytest.skip(f"built with pybind11 {info.stdout.strip()}, which supports NumPy 2")
+    _run([env_d / "bin" / "python", "-m", "pip", "install", "numpy>=2"], cwd=work)
+    r = _run([env_d / "bin" / "python", "-c",
+              "import stoker; print(stoker.extension_available(), stoker.extension_error())"],
+             cwd=work)
+    assert r.stdout.startswith("False") and "pip install 'numpy<2'" in r.stdout, r.stdout
