@@ -115,7 +115,7 @@ function(stoker_optional_deps target)
   elseif(STOKER_PARQUET AND STOKER_REQUIRE_PARQUET)
     message(FATAL_ERROR "stoker: pyarrow's C++ libraries not found via '${STOKER_PYTHON}' "
                         "(STOKER_REQUIRE_PARQUET is ON, as in pip builds): install pyarrow "
-                        "(pip install 'pyarrow<21') into the build environment, or build "
+                        "(pip install 'pyarrow>=20,<21', pyproject.toml's) into the build environment, or build "
                         "without Parquet with -DSTOKER_PARQUET=OFF")
   else()
     message(STATUS "stoker: pyarrow C++ libraries not found via '${STOKER_PYTHON}', "
