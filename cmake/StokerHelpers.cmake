@@ -73,10 +73,11 @@ function(stoker_optional_deps target)
     endif()
   endif()
   if(_pa_ok AND SKBUILD)
-    # pip's isolated build environment is a new temporary directory each time; headers and
-    # libraries used from there would change every compile and link command, so a kept
-    # build directory (pyproject.toml's build-dir) would rebuild everything. Stage them in
-    # the build directory, copied only when their contents differ.
+    # pip's isolated build environment is a new temporary directory each time (and
+    # scikit-build-core then clears the kept build directory's CMake cache, so every file
+    # compiles again). Headers and libraries used from there would make every compile
+    # command differ, and ccache could not hit. Stage them in the build directory, copied
+    # only when their contents differ: the commands stay the same from build to build.
     set(_pa_stage ${CMAKE_BINARY_DIR}/pyarrow-stage)
     file(GLOB_RECURSE _pa_headers RELATIVE ${_pa_dir}/include ${_pa_dir}/include/*)
     foreach(_h IN LISTS _pa_headers)
