@@ -82,8 +82,12 @@ def wheel(work):
     env_a = _venv(work / "env-a")
     out = work / "wheelhouse"
     jobs = os.environ.get("STOKER_JOBS") or str(os.cpu_count() or 1)
+    # scikit-build-core sets CC/CXX from sysconfig (x86_64-linux-gnu-gcc on Debian) when they
+    # are unset; CMake's defaults (cc, c++) instead, as scripts/build.sh's build/ has them, so
+    # that ccache, which keys on the compiler's name, reuses build/'s objects.
+    compilers = {k: os.environ.get(k, v) for k, v in (("CC", "cc"), ("CXX", "c++"))}
     _run([env_a / "bin" / "python", "-m", "pip", "wheel", "--no-deps", "-w", out, ROOT],
-         cwd=work, CMAKE_BUILD_PARALLEL_LEVEL=jobs)
+         cwd=work, CMAKE_BUILD_PARALLEL_LEVEL=jobs, **compilers)
     wheels = list(out.glob("stoker-*.whl"))
     assert len(wheels) == 1, wheels
     subprocess.run(["rm", "-rf", str(env_a)], check=True)
