@@ -10,9 +10,13 @@ Parquet file written by B's pyarrow through stoker.Pipeline and through the inst
 the same wheel without pyarrow (pip --no-deps): the missing library is named when stoker is
 used, and plain pip (B) installs pyarrow because the wheel requires it.
 
-Cost: the wheel is built in pyproject.toml's kept build directory (build-pip/<wheel tag>,
-gitignored), so after the first build a run compiles nothing; a first build compiles the
-library (ccache, when installed, reuses objects of build/ compiled from the same sources).
+Cost: scikit-build-core clears its kept build directory's CMake cache on every isolated
+build (a new build environment), so every file compiles again, through ccache (installed
+by scripts/install-deps.sh, used by CMakeLists.txt). Measured on the 2-core VM at
+STOKER_JOBS=1 with the machine shared: about 50 s for the module when ccache holds the
+wheel's objects (warm); about 2 min on a clean clone after scripts/build.sh built build/
+(106 of 112 compiles are ccache hits on build/'s objects; those including Arrow's headers
+and the generated PTX source miss); about 15.5 min with no usable ccache.
 pip needs PyPI or its cache for scikit-build-core, pyarrow and numpy.
 STOKER_TEST_PACKAGING=0 skips the module (say so when you use it).
 """
