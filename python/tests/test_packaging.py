@@ -8,7 +8,9 @@ libraries (never to the deleted build environment's nor to the repository's .ven
 Parquet file written by B's pyarrow through stoker.Pipeline and through the installed
 `stoker` CLI; the installed binaries' run-time paths are relative to $ORIGIN. A venv C holds
 the same wheel without pyarrow (pip --no-deps): the missing library is named when stoker is
-used, and plain pip (B) installs pyarrow because the wheel requires it.
+used, and plain pip (B) installs pyarrow because the wheel requires it. C with pyarrow only
+elsewhere on sys.path loads it; a venv D gets numpy<2 from the wheel's requirements and
+refuses NumPy 2 installed over it.
 
 Cost: scikit-build-core clears its kept build directory's CMake cache on every isolated
 build (a new build environment), so every file compiles again, through ccache (installed
@@ -23,6 +25,7 @@ STOKER_TEST_PACKAGING=0 skips the module (say so when you use it).
 import json
 import os
 import re
+import shutil
 import subprocess
 import zipfile
 
@@ -94,7 +97,7 @@ def wheel(work):
          cwd=work, CMAKE_BUILD_PARALLEL_LEVEL=jobs, **compilers)
     wheels = list(out.glob("stoker-*.whl"))
     assert len(wheels) == 1, wheels
-    subprocess.run(["rm", "-rf", str(env_a)], check=True)
+    shutil.rmtree(env_a)
     return wheels[0]
 
 
