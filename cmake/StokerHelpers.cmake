@@ -62,8 +62,40 @@ function(stoker_optional_deps target)
       set(_pa_ok TRUE)
     endif()
   endif()
+  if(_pa_ok AND STOKER_PYARROW_SOVERSION)
+    # pip builds (pyproject.toml): the wheel declares the pyarrow release it needs at run
+    # time; a build against another one (its libraries' soname differs) would not load there.
+    get_filename_component(_pa_so ${_pa_arrow} NAME)
+    if(NOT _pa_so STREQUAL "libarrow.so.${STOKER_PYARROW_SOVERSION}")
+      message(FATAL_ERROR "stoker: pyarrow in ${_pa_dir} has ${_pa_so}, but the package "
+                          "declares the pyarrow release with libarrow.so.${STOKER_PYARROW_SOVERSION} "
+                          "(pyproject.toml): build with that pyarrow")
+    endif()
+  endif()
+  if(_pa_ok AND SKBUILD)
+    # pip's isolated build environment is a new temporary directory each time (and
+    # scikit-build-core then clears the kept build directory's CMake cache, so every file
+    # compiles again). Headers and libraries used from there would make every compile
+    # command differ, and ccache could not hit. Stage them in the build directory, copied
+    # only when their contents differ: the commands stay the same from build to build.
+    set(_pa_stage ${CMAKE_BINARY_DIR}/pyarrow-stage)
+    file(GLOB_RECURSE _pa_headers RELATIVE ${_pa_dir}/include ${_pa_dir}/include/*)
+    foreach(_h IN LISTS _pa_headers)
+      get_filename_component(_hd ${_pa_stage}/include/${_h} DIRECTORY)
+      file(MAKE_DIRECTORY ${_hd})
+      file(COPY_FILE ${_pa_dir}/include/${_h} ${_pa_stage}/include/${_h} ONLY_IF_DIFFERENT)
+    endforeach()
+    foreach(_l IN ITEMS _pa_arrow _pa_parquet)
+      get_filename_component(_ln ${${_l}} NAME)
+      file(COPY_FILE ${${_l}} ${_pa_stage}/${_ln} ONLY_IF_DIFFERENT)
+      set(${_l} ${_pa_stage}/${_ln})
+    endforeach()
+    set(_pa_include ${_pa_stage}/include)
+  else()
+    set(_pa_include ${_pa_dir}/include)
+  endif()
   if(_pa_ok)
-    target_include_directories(${target} SYSTEM PUBLIC ${_pa_dir}/include)
+    target_include_directories(${target} SYSTEM PUBLIC ${_pa_include})
     target_link_libraries(${target} PUBLIC ${_pa_parquet} ${_pa_arrow})
     target_compile_definitions(${target} PUBLIC STOKER_HAVE_PARQUET=1)
     set_property(GLOBAL PROPERTY STOKER_PYARROW_DIR ${_pa_dir})
@@ -84,7 +116,7 @@ function(stoker_optional_deps target)
   elseif(STOKER_PARQUET AND STOKER_REQUIRE_PARQUET)
     message(FATAL_ERROR "stoker: pyarrow's C++ libraries not found via '${STOKER_PYTHON}' "
                         "(STOKER_REQUIRE_PARQUET is ON, as in pip builds): install pyarrow "
-                        "(pip install 'pyarrow<21') into the build environment, or build "
+                        "(pip install 'pyarrow>=20,<21', pyproject.toml's) into the build environment, or build "
                         "without Parquet with -DSTOKER_PARQUET=OFF")
   else()
     message(STATUS "stoker: pyarrow C++ libraries not found via '${STOKER_PYTHON}', "
