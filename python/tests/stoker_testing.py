@@ -143,3 +143,45 @@ def fresh_process(test):
         assert r.returncode == 0, f"{node} in a fresh process:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
 
     return run
+
+
+def need_server(names, what):
+    """Skips when a test server's variables are missing; fails instead when scripts/test.sh
+    started the servers (STOKER_SERVERS_UP=1): a missing server is then an error."""
+    missing = [v for v in names if not os.environ.get(v)]
+    if missing:
+        if os.environ.get("STOKER_SERVERS_UP") == "1":
+            pytest.fail(f"{what} variables missing: {missing}")
+        pytest.skip(f"{what} not running (needs " + ", ".join(missing) + ")")
+
+
+def write_wds_shards(image_folder, out_dir, per_shard=8):
+    """WebDataset shards (key.jpg + key.cls) of an image folder's files, in sorted order,
+    written with Python's tarfile; returns their paths."""
+    import io
+    import tarfile
+
+    files = []
+    for cls, d in enumerate(sorted(os.listdir(image_folder))):
+        for f in sorted(os.listdir(os.path.join(image_folder, d))):
+            files.append((os.path.join(image_folder, d, f), cls))
+    shards = []
+    for s in range(0, len(files), per_shard):
+        path = os.path.join(out_dir, "train-%03d.tar" % (s // per_shard))
+        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as t:
+            for i, (f, cls) in enumerate(files[s:s + per_shard]):
+                key = "s%05d" % (s + i)
+                with open(f, "rb") as fh:
+                    jpg = fh.read()
+                for name, data in ((key + ".jpg", jpg), (key + ".cls", str(cls).encode())):
+                    ti = tarfile.TarInfo(name)
+                    ti.size = len(data)
+                    ti.mtime = 1700000000
+                    t.addfile(ti, io.BytesIO(data))
+        shards.append(path)
+    return shards
+
+
+def batch_digest(pipeline):
+    """(index, image bytes, labels) of every batch of one pass: equal digests, equal data."""
+    return [(list(b["index"]), b["image"].tobytes(), list(b["label"])) for b in pipeline]

@@ -4,17 +4,13 @@ STORAGE_EMULATOR_HOST): the first epoch fills the cache, the second fetches noth
 give the batches of the same shards read from local disk, byte for byte. The shards are
 uploaded over the emulator's JSON API (plain HTTP), not through stoker."""
 import gc
-import io
 import os
-import tarfile
 import urllib.parse
 import urllib.request
 import uuid
 
-import pytest
-
 import stoker
-from stoker_testing import needs_ext
+from stoker_testing import batch_digest, need_server, needs_ext, write_wds_shards
 
 VARS = ["STOKER_TEST_GCS_HOST", "STOKER_TEST_GCS_BUCKET"]
 OPTS = dict(decode="val", image_size=16, val_resize=18, threads=2, shuffle=True, seed=5,
@@ -22,34 +18,7 @@ OPTS = dict(decode="val", image_size=16, val_resize=18, threads=2, shuffle=True,
 
 
 def _need_server():
-    missing = [v for v in VARS if not os.environ.get(v)]
-    if missing:
-        if os.environ.get("STOKER_SERVERS_UP") == "1":
-            pytest.fail(f"GCS emulator (scripts/servers/gcs.sh) variables missing: {missing}")
-        pytest.skip("GCS emulator not running (scripts/servers/gcs.sh; needs "
-                    + ", ".join(missing) + ")")
-
-
-def _write_shards(image_folder, out_dir, per_shard=8):
-    """WebDataset shards (key.jpg + key.cls) of the image folder's files, in sorted order."""
-    files = []
-    for cls, d in enumerate(sorted(os.listdir(image_folder))):
-        for f in sorted(os.listdir(os.path.join(image_folder, d))):
-            files.append((os.path.join(image_folder, d, f), cls))
-    shards = []
-    for s in range(0, len(files), per_shard):
-        path = os.path.join(out_dir, "train-%03d.tar" % (s // per_shard))
-        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as t:
-            for i, (f, cls) in enumerate(files[s:s + per_shard]):
-                key = "s%05d" % (s + i)
-                for name, data in ((key + ".jpg", open(f, "rb").read()),
-                                   (key + ".cls", str(cls).encode())):
-                    ti = tarfile.TarInfo(name)
-                    ti.size = len(data)
-                    ti.mtime = 1700000000
-                    t.addfile(ti, io.BytesIO(data))
-        shards.append(path)
-    return shards
+    need_server(VARS, "GCS emulator (scripts/servers/gcs.sh)")
 
 
 def _put(host, bucket, key, data):
@@ -61,10 +30,6 @@ def _put(host, bucket, key, data):
         r.read()
 
 
-def _digest(p):
-    return [(list(b["index"]), b["image"].tobytes(), list(b["label"])) for b in p]
-
-
 @needs_ext
 def test_cache_in_front_of_gcs_second_epoch_fetches_nothing(image_folder, tmp_path,
                                                            monkeypatch):
@@ -73,20 +38,20 @@ def test_cache_in_front_of_gcs_second_epoch_fetches_nothing(image_folder, tmp_pa
     bucket, prefix = os.environ["STOKER_TEST_GCS_BUCKET"], "cache-" + uuid.uuid4().hex[:8]
     local = tmp_path / "local"
     local.mkdir()
-    shards = _write_shards(image_folder, str(local))
+    shards = write_wds_shards(image_folder, str(local))
     total = sum(os.path.getsize(s) for s in shards)
     for s in shards:
         with open(s, "rb") as f:
             _put(host, bucket, f"{prefix}/{os.path.basename(s)}", f.read())
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
     pattern = "train-{000..%03d}.tar" % (len(shards) - 1)
-    ref = _digest(stoker.Pipeline(str(local / pattern), **OPTS))
+    ref = batch_digest(stoker.Pipeline(str(local / pattern), **OPTS))
     assert len(ref) == 24 // OPTS["batch_size"]
 
     url = f"gs://{bucket}/{prefix}/{pattern}"
     cache = tmp_path / "cache"
     p = stoker.Pipeline(url, cache_dir=str(cache), cache_limit="64MB", **OPTS)
-    assert _digest(p) == ref
+    assert batch_digest(p) == ref
     c1 = p.stats()["cache"]
     del p
     gc.collect()
@@ -96,7 +61,7 @@ def test_cache_in_front_of_gcs_second_epoch_fetches_nothing(image_folder, tmp_pa
 
     # The second epoch (a new pipeline, as a later run) is served from the cache.
     q = stoker.Pipeline(url, cache_dir=str(cache), cache_limit="64MB", **OPTS)
-    assert _digest(q) == ref
+    assert batch_digest(q) == ref
     c2 = q.stats()["cache"]
     assert c2["fetched_bytes"] == 0 and c2["stream_bytes"] == 0, c2
     assert c2["hit_rate"] == 1.0, c2

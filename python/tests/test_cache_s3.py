@@ -5,18 +5,16 @@ the server, and both give the batches of the same shards read from local disk, b
 What crosses the wire is counted by a small TCP relay between stoker and the server (bytes
 from the server, and object reads: GETs with a Range header, which is how the s3:// Env reads
 data; listing and HEAD requests carry no object bytes)."""
-import io
 import os
 import re
 import socket
-import tarfile
 import threading
 import uuid
 
 import pytest
 
 import stoker
-from stoker_testing import needs_ext
+from stoker_testing import batch_digest, need_server, needs_ext, write_wds_shards
 
 VARS = ["STOKER_TEST_S3_ENDPOINT", "STOKER_TEST_S3_KEY", "STOKER_TEST_S3_SECRET",
         "STOKER_TEST_S3_BUCKET"]
@@ -25,12 +23,7 @@ OPTS = dict(decode="val", image_size=16, val_resize=18, threads=2, shuffle=True,
 
 
 def _need_server():
-    missing = [v for v in VARS if not os.environ.get(v)]
-    if missing:
-        if os.environ.get("STOKER_SERVERS_UP") == "1":
-            pytest.fail(f"S3 test server (scripts/servers/s3.sh) variables missing: {missing}")
-        pytest.skip("S3 test server not running (scripts/servers/s3.sh; needs "
-                    + ", ".join(missing) + ")")
+    need_server(VARS, "S3 test server (scripts/servers/s3.sh)")
 
 
 class CountingRelay:
@@ -103,32 +96,6 @@ class CountingRelay:
         self.sock.close()
 
 
-def _write_shards(image_folder, out_dir, per_shard=8):
-    """WebDataset shards (key.jpg + key.cls) of the image folder's files, in sorted order."""
-    files = []
-    for cls, d in enumerate(sorted(os.listdir(image_folder))):
-        for f in sorted(os.listdir(os.path.join(image_folder, d))):
-            files.append((os.path.join(image_folder, d, f), cls))
-    shards = []
-    for s in range(0, len(files), per_shard):
-        path = os.path.join(out_dir, "train-%03d.tar" % (s // per_shard))
-        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as t:
-            for i, (f, cls) in enumerate(files[s:s + per_shard]):
-                key = "s%05d" % (s + i)
-                for name, data in ((key + ".jpg", open(f, "rb").read()),
-                                   (key + ".cls", str(cls).encode())):
-                    ti = tarfile.TarInfo(name)
-                    ti.size = len(data)
-                    ti.mtime = 1700000000
-                    t.addfile(ti, io.BytesIO(data))
-        shards.append(path)
-    return shards
-
-
-def _digest(p):
-    return [(list(b["index"]), b["image"].tobytes(), list(b["label"])) for b in p]
-
-
 @needs_ext
 def test_cache_in_front_of_s3_second_epoch_fetches_nothing(image_folder, tmp_path, monkeypatch):
     _need_server()
@@ -141,7 +108,7 @@ def test_cache_in_front_of_s3_second_epoch_fetches_nothing(image_folder, tmp_pat
     try:
         local = tmp_path / "local"
         local.mkdir()
-        shards = _write_shards(image_folder, str(local))
+        shards = write_wds_shards(image_folder, str(local))
         total = sum(os.path.getsize(s) for s in shards)
         bucket, prefix = e["STOKER_TEST_S3_BUCKET"], "cache-" + uuid.uuid4().hex[:8]
         client = boto3.client(
@@ -158,14 +125,14 @@ def test_cache_in_front_of_s3_second_epoch_fetches_nothing(image_folder, tmp_pat
                      "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
             monkeypatch.setenv(k, v)
         pattern = "train-{000..%03d}.tar" % (len(shards) - 1)
-        ref = _digest(stoker.Pipeline(str(local / pattern), **OPTS))
+        ref = batch_digest(stoker.Pipeline(str(local / pattern), **OPTS))
         assert len(ref) == 24 // OPTS["batch_size"]
 
         url = f"s3://{bucket}/{prefix}/{pattern}"
         cache = tmp_path / "cache"
         relay.reset()
         p = stoker.Pipeline(url, cache_dir=str(cache), cache_limit="64MB", **OPTS)
-        assert _digest(p) == ref
+        assert batch_digest(p) == ref
         c1 = p.stats()["cache"]
         del p
         import gc
@@ -180,7 +147,7 @@ def test_cache_in_front_of_s3_second_epoch_fetches_nothing(image_folder, tmp_pat
         # listing and metadata requests.
         relay.reset()
         q = stoker.Pipeline(url, cache_dir=str(cache), cache_limit="64MB", **OPTS)
-        assert _digest(q) == ref
+        assert batch_digest(q) == ref
         c2 = q.stats()["cache"]
         warm_bytes, warm_gets, warm_requests = relay.snapshot()
         assert c2["fetched_bytes"] == 0 and c2["stream_bytes"] == 0, c2

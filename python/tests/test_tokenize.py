@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import stoker_testing  # noqa: F401
+from stoker_testing import need_server
 
 stoker = pytest.importorskip("stoker")
 tokenizers = pytest.importorskip("tokenizers")
@@ -172,7 +173,7 @@ def test_a_large_file_is_split_into_pieces_tokenized_in_parallel(tmp_path, token
     assert f"{len(texts)} documents" in r.stdout
     assert cli("verify", str(tmp_path / "o")).returncode == 0
     # The same corpus unsplit: the same token stream and the same totals.
-    r1 = cli("convert", f"text:{tmp_path}/big.jsonl?split=0",
+    cli("convert", f"text:{tmp_path}/big.jsonl?split=0",
              f"tokens:{tmp_path / 'one' / 'c'}?tokenizer={tokenizer_json}")
     m1, got1 = read_corpus(tmp_path / "one")
     assert len(m1["shards"]) == 1 and got1 == got and m1["tokens"] == m["tokens"]
@@ -216,11 +217,7 @@ S3_VARS = ["STOKER_TEST_S3_ENDPOINT", "STOKER_TEST_S3_KEY", "STOKER_TEST_S3_SECR
 
 
 def test_text_from_s3_tokenizes_as_the_local_files(tmp_path, tokenizer_json, monkeypatch):
-    missing = [v for v in S3_VARS if not os.environ.get(v)]
-    if missing:
-        if os.environ.get("STOKER_SERVERS_UP") == "1":
-            pytest.fail(f"S3 test server variables missing: {missing}")
-        pytest.skip("S3 test server not running (scripts/servers/s3.sh)")
+    need_server(S3_VARS, "S3 test server (scripts/servers/s3.sh)")
     boto3 = pytest.importorskip("boto3")
     from botocore.config import Config
 
@@ -241,7 +238,7 @@ def test_text_from_s3_tokenizes_as_the_local_files(tmp_path, tokenizer_json, mon
                  "AWS_EC2_METADATA_DISABLED": "true"}.items():
         monkeypatch.setenv(k, v)
     url = f"s3://{e['STOKER_TEST_S3_BUCKET']}/{prefix}/*.jsonl"
-    r = cli("convert", f"text:{url}?split=4k", f"tokens:{tmp_path / 'r' / 'c'}?tokenizer={tokenizer_json}")
+    cli("convert", f"text:{url}?split=4k", f"tokens:{tmp_path / 'r' / 'c'}?tokenizer={tokenizer_json}")
     cli("convert", f"text:{tmp_path}/*.jsonl?split=4k",
         f"tokens:{tmp_path / 'l' / 'c'}?tokenizer={tokenizer_json}")
     mr, remote = read_corpus(tmp_path / "r")

@@ -39,7 +39,7 @@ Result<KafkaWriterSpec> ParseWriterSpec(const std::string& path) {
   }
   KafkaWriterSpec w;
   std::string rest;
-  bool value_given = false;
+  bool value_given = false, field_given = false;
   for (size_t b = 0; b <= query.size();) {
     size_t e = query.find('&', b);
     if (e == std::string::npos) e = query.size();
@@ -56,6 +56,7 @@ Result<KafkaWriterSpec> ParseWriterSpec(const std::string& path) {
       w.partition = static_cast<int32_t>(p);
     } else if (k == "value" || k == "field" || k == "bootstrap" || k.rfind("rdkafka.", 0) == 0) {
       value_given |= k == "value";
+      field_given |= k == "field";
       rest += (rest.empty() ? "" : "&") + item;
     } else if (k == "timeout_ms") {
       char* end = nullptr;
@@ -77,7 +78,7 @@ Result<KafkaWriterSpec> ParseWriterSpec(const std::string& path) {
   w.bootstrap = s.bootstrap;
   w.topic = s.topic;
   w.value = value_given ? s.value : KafkaSpec::kStoker;
-  w.field = rest.find("field=") != std::string::npos ? s.field : "";
+  w.field = field_given ? s.field : "";
   w.config = s.config;
   return w;
 }
@@ -132,7 +133,6 @@ class KafkaWriter final : public DatasetWriter {
     if (s.partition >= parts)
       return InvalidArgument("kafka: partition={} but topic '{}' has {} partitions", s.partition,
                              s.topic, parts);
-    w->partitions_ = parts;
     return std::unique_ptr<DatasetWriter>(std::move(w));
   }
 
@@ -190,7 +190,6 @@ class KafkaWriter final : public DatasetWriter {
                      rd_kafka_err2str(e));
     }
     ++written_;
-    bytes_ += len;
     rd_kafka_poll(rk_, 0);  // serve delivery reports
     return Status::OK();
   }
@@ -241,9 +240,8 @@ class KafkaWriter final : public DatasetWriter {
 
   KafkaWriterSpec spec_;
   rd_kafka_t* rk_ = nullptr;
-  int partitions_ = 0;
   bool closed_ = false;
-  uint64_t written_ = 0, bytes_ = 0, delivered_ = 0;
+  uint64_t written_ = 0, delivered_ = 0;
   std::unordered_map<uint64_t, std::string> inflight_;  // undelivered: index -> sample key
   std::map<int32_t, std::pair<uint64_t, uint64_t>> per_partition_;  // samples, bytes
   Status first_error_;

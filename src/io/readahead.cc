@@ -103,7 +103,7 @@ class ReadAheadFile final : public RandomAccessFile {
           b = nullptr;
         }
         if (b) {
-          EvictBefore(k);
+          EvictAround(k);
           if (sequential || !fetch_here) Prefetch(k);
         }
       }
@@ -140,8 +140,9 @@ class ReadAheadFile final : public RandomAccessFile {
     return done + got;
   }
 
-  // Keeps the block in use, the one before it (readers a little behind) and those ahead.
-  void EvictBefore(uint64_t k) const {
+  // Keeps the block in use, the one before it (readers a little behind) and those up to
+  // `ahead` past it; drops the other ready blocks.
+  void EvictAround(uint64_t k) const {
     State& s = *s_;
     for (auto it = s.blocks.begin(); it != s.blocks.end();) {
       bool behind = it->first + 1 < k;

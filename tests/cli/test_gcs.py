@@ -11,12 +11,8 @@ stoker's convert uploads (resumable uploads, then a server-side rename) read bac
 byte-identical to a local convert; prefixes and brace patterns expand by listing; a missing
 bucket or object fails with an error naming the URL.
 """
-import glob
 import json
 import os
-import pathlib
-import random
-import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,25 +20,14 @@ import uuid
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from object_store_testing import (dump as _dump, formats_and_uploads,  # noqa: E402
+                                  key_fields as _key_fields, need_server)
+
 VARS = ["STOKER_TEST_GCS_HOST", "STOKER_TEST_GCS_BUCKET"]
 
 
 def _need_server():
-    missing = [v for v in VARS if not os.environ.get(v)]
-    if missing:
-        if os.environ.get("STOKER_SERVERS_UP") == "1":
-            pytest.fail(f"GCS emulator (scripts/servers/gcs.sh) variables missing: {missing}")
-        pytest.skip("GCS emulator not running (scripts/servers/gcs.sh; needs "
-                    + ", ".join(missing) + ")")
-
-
-def _tool():
-    p = os.environ.get("STOKER_INTEROP_DUMP")
-    if p:
-        return p
-    c = glob.glob(str(ROOT / "build*" / "stoker_interop_dump"))
-    return max(c, key=os.path.getmtime) if c else None
+    need_server(VARS, "GCS emulator (scripts/servers/gcs.sh)")
 
 
 class Gcs:
@@ -98,58 +83,13 @@ def gcs():
             "prefix": "t-" + uuid.uuid4().hex[:8]}
 
 
-def _run(cmd, env, timeout=120):
-    full = dict(os.environ)
-    full.update(env)
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
-                          timeout=timeout, env=full)
-
-
-def _dump(spec, tmp_path, env, check=True):
-    tool = _tool()
-    if not tool or not os.path.exists(tool):
-        pytest.skip("stoker_interop_dump not built")
-    out = tmp_path / ("dump-%d.json" % random.randrange(1 << 30))
-    r = _run([tool, "read", spec, out], env)
-    if not check:
-        return r
-    assert r.returncode == 0, f"{spec}: {r.stderr}"
-    return json.loads(out.read_text())["samples"]
-
-
-def _upload_tree(gcs, local_dir, key_prefix):
-    keys = []
-    for p in sorted(pathlib.Path(local_dir).rglob("*")):
-        if p.is_file():
-            k = f"{key_prefix}/{p.relative_to(local_dir)}"
-            gcs["api"].put(k, p.read_bytes())
-            keys.append(k)
-    return keys
-
-
 @pytest.fixture(scope="module")
 def datasets(stoker, images, tmp_path_factory, gcs):
     """The same images as a folder and as wds, tfrecord and parquet shards, locally and as
     HTTP uploads under gs://bucket/<prefix>/<format>/."""
-    root = tmp_path_factory.mktemp("ds")
-    local = {"folder": str(images)}
-    for fmt, ext in [("wds", "tar"), ("tfrecord", "tfrecord"), ("parquet", "parquet")]:
-        d = root / fmt
-        r = stoker("convert", images, f"{fmt}:{d}/train-%03d.{ext}", "--samples-per-shard", 40,
-                   check=False)
-        if r.returncode != 0 and "built without" in r.stderr:
-            continue
-        assert r.returncode == 0, r.stderr
-        local[fmt] = str(d)
-    uploaded = {}
-    for fmt, d in local.items():
-        _upload_tree(gcs, d, f"{gcs['prefix']}/{fmt}")
-        uploaded[fmt] = f"gs://{gcs['bucket']}/{gcs['prefix']}/{fmt}"
-    return local, uploaded
-
-
-def _key_fields(samples):
-    return [(s["key"], s["fields"]) for s in samples]
+    return formats_and_uploads(
+        stoker, images, tmp_path_factory.mktemp("ds"),
+        lambda k, p: gcs["api"].put(k, p.read_bytes()), gcs["prefix"], f"gs://{gcs['bucket']}")
 
 
 @pytest.mark.parametrize("fmt", ["folder", "wds", "tfrecord", "parquet"])

@@ -8,44 +8,29 @@ credentials fail with an error naming the URL; resets are retried and a server t
 answering ends in a deadline error, never a hang; a response cut inside its headers (which
 curl and the AWS SDK take for a complete, empty one) is asked again, never delivered.
 """
-import glob
 import json
 import os
-import pathlib
-import random
 import re
 import socket
-import subprocess
 import threading
 import urllib.request
 import uuid
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from object_store_testing import (dump as _dump, formats_and_uploads,  # noqa: E402
+                                  key_fields as _key_fields, need_server)
+
 VARS = ["STOKER_TEST_S3_ENDPOINT", "STOKER_TEST_S3_KEY", "STOKER_TEST_S3_SECRET",
         "STOKER_TEST_S3_BUCKET"]
 
 
 def _need_server():
-    missing = [v for v in VARS if not os.environ.get(v)]
-    if missing:
-        if os.environ.get("STOKER_SERVERS_UP") == "1":
-            pytest.fail(f"S3 test server (scripts/servers/s3.sh) variables missing: {missing}")
-        pytest.skip("S3 test server not running (scripts/servers/s3.sh; needs "
-                    + ", ".join(missing) + ")")
+    need_server(VARS, "S3 test server (scripts/servers/s3.sh)")
 
 
 boto3 = pytest.importorskip("boto3")
 from botocore.config import Config  # noqa: E402
-
-
-def _tool():
-    p = os.environ.get("STOKER_INTEROP_DUMP")
-    if p:
-        return p
-    c = glob.glob(str(ROOT / "build*" / "stoker_interop_dump"))
-    return max(c, key=os.path.getmtime) if c else None
 
 
 @pytest.fixture(scope="module")
@@ -70,58 +55,14 @@ def s3():
             "prefix": "t-" + uuid.uuid4().hex[:8]}
 
 
-def _run(cmd, env, timeout=120):
-    full = dict(os.environ)
-    full.update(env)
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
-                          timeout=timeout, env=full)
-
-
-def _dump(spec, tmp_path, env, check=True):
-    tool = _tool()
-    if not tool or not os.path.exists(tool):
-        pytest.skip("stoker_interop_dump not built")
-    out = tmp_path / ("dump-%d.json" % random.randrange(1 << 30))
-    r = _run([tool, "read", spec, out], env)
-    if not check:
-        return r
-    assert r.returncode == 0, f"{spec}: {r.stderr}"
-    return json.loads(out.read_text())["samples"]
-
-
-def _upload_tree(s3, local_dir, key_prefix):
-    keys = []
-    for p in sorted(pathlib.Path(local_dir).rglob("*")):
-        if p.is_file():
-            k = f"{key_prefix}/{p.relative_to(local_dir)}"
-            s3["client"].upload_file(str(p), s3["bucket"], k)
-            keys.append(k)
-    return keys
-
-
 @pytest.fixture(scope="module")
 def datasets(stoker, images, tmp_path_factory, s3):
     """The same images as a folder and as wds, tfrecord and parquet shards, locally and as
     boto3 uploads under s3://bucket/<prefix>/<format>/."""
-    root = tmp_path_factory.mktemp("ds")
-    local = {"folder": str(images)}
-    for fmt, ext in [("wds", "tar"), ("tfrecord", "tfrecord"), ("parquet", "parquet")]:
-        d = root / fmt
-        r = stoker("convert", images, f"{fmt}:{d}/train-%03d.{ext}", "--samples-per-shard", 40,
-                   check=False)
-        if r.returncode != 0 and "built without" in r.stderr:
-            continue
-        assert r.returncode == 0, r.stderr
-        local[fmt] = str(d)
-    uploaded = {}
-    for fmt, d in local.items():
-        _upload_tree(s3, d, f"{s3['prefix']}/{fmt}")
-        uploaded[fmt] = f"s3://{s3['bucket']}/{s3['prefix']}/{fmt}"
-    return local, uploaded
-
-
-def _key_fields(samples):
-    return [(s["key"], s["fields"]) for s in samples]
+    return formats_and_uploads(
+        stoker, images, tmp_path_factory.mktemp("ds"),
+        lambda k, p: s3["client"].upload_file(str(p), s3["bucket"], k), s3["prefix"],
+        f"s3://{s3['bucket']}")
 
 
 @pytest.mark.parametrize("fmt", ["folder", "wds", "tfrecord", "parquet"])
