@@ -1,4 +1,5 @@
 #include "io/object_env.h"
+#include "io/object_prefetch.h"
 
 #include "io/readahead.h"
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <functional>
+#include <list>
 #include <map>
 #include <mutex>
 #include <random>
@@ -205,6 +207,8 @@ Env* ObjectStoreEnv() {
   return &env;
 }
 void ResetObjectStoreConfigForTesting() {}
+void PrefetchObject(const std::string&, uint64_t) {}
+ObjectPrefetchCounters GetObjectPrefetchCounters() { return {}; }
 
 #else  // STOKER_HAVE_ARROW_S3
 
@@ -568,6 +572,60 @@ class ArrowObjectEnv final : public Env {
 
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& url,
                                                                 const OpenOptions& opts) override {
+    if (!opts.direct) {
+      std::lock_guard<std::mutex> lk(park_mu_);
+      for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+        if (it->first != url) continue;
+        auto file = std::move(it->second);
+        parked_.erase(it);
+        ++prefetch_.adopted;
+        return std::unique_ptr<RandomAccessFile>(new SharedFile(std::move(file)));
+      }
+      auto p = pending_.find(url);
+      if (p != pending_.end()) p->second = true;  // opened here first: the prefetch is moot
+    }
+    return OpenObject(url, opts);
+  }
+
+  // PrefetchObject: see object_prefetch.h.
+  void Prefetch(const std::string& url, uint64_t offset) {
+    if (cfg_.block_bytes == 0) return;
+    {
+      std::lock_guard<std::mutex> lk(park_mu_);
+      if (pending_.count(url)) return;
+      for (const auto& p : parked_)
+        if (p.first == url) return;
+      pending_.emplace(url, false);
+      ++prefetch_.hints;
+    }
+    pool_->Schedule([this, url, offset] {
+      auto f = OpenObject(url, OpenOptions{});
+      std::shared_ptr<RandomAccessFile> file;
+      if (f.ok()) file = std::shared_ptr<RandomAccessFile>(std::move(f).value());
+      std::lock_guard<std::mutex> lk(park_mu_);
+      auto p = pending_.find(url);
+      bool moot = p == pending_.end() || p->second;
+      if (p != pending_.end()) pending_.erase(p);
+      if (!file || moot) {
+        ++prefetch_.dropped;
+        return;
+      }
+      WarmReadAhead(*file, offset);
+      parked_.emplace_front(url, std::move(file));
+      while (parked_.size() > kMaxParked) {
+        parked_.pop_back();
+        ++prefetch_.dropped;
+      }
+    });
+  }
+
+  ObjectPrefetchCounters prefetch_counters() {
+    std::lock_guard<std::mutex> lk(park_mu_);
+    return prefetch_;
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenObject(const std::string& url,
+                                                       const OpenOptions& opts) {
     STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
     STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
     DeadlineScope dl(cfg_.deadline_s);
@@ -867,6 +925,12 @@ class ArrowObjectEnv final : public Env {
   bool gs_s3_client_ = false;
   std::map<std::string, std::shared_ptr<afs::FileSystem>> by_bucket_;
   PartPool* pool_ = nullptr;
+  // Files opened ahead by Prefetch, waiting for the open that takes them (newest first).
+  static constexpr size_t kMaxParked = 4;
+  std::mutex park_mu_;
+  std::list<std::pair<std::string, std::shared_ptr<RandomAccessFile>>> parked_;
+  std::map<std::string, bool> pending_;  // being opened ahead; true: opened by a reader meanwhile
+  ObjectPrefetchCounters prefetch_;
 };
 
 ArrowObjectEnv* TheEnv() {
@@ -879,6 +943,10 @@ ArrowObjectEnv* TheEnv() {
 bool ObjectStoreAvailable() { return true; }
 Env* ObjectStoreEnv() { return TheEnv(); }
 void ResetObjectStoreConfigForTesting() { TheEnv()->Reset(); }
+void PrefetchObject(const std::string& url, uint64_t offset) {
+  if (IsObjectStoreUri(url)) TheEnv()->Prefetch(url, offset);
+}
+ObjectPrefetchCounters GetObjectPrefetchCounters() { return TheEnv()->prefetch_counters(); }
 
 #endif  // STOKER_HAVE_ARROW_S3
 

@@ -41,6 +41,10 @@ struct State {
   std::condition_variable cv;
   std::map<uint64_t, std::shared_ptr<Block>> blocks;  // guarded by mu
   uint64_t last_end = 0;                               // guarded by mu
+  // The furthest block the current run of sequential reads has reached (guarded by mu): a
+  // block further behind it that is missing was dropped after use, and a reader that still
+  // needs it (preempted) reads just its bytes instead of fetching the block again.
+  uint64_t lead = 0;
   bool any = false;                                    // guarded by mu
 
   uint64_t BlockLen(uint64_t k) const {
@@ -78,8 +82,10 @@ class ReadAheadFile final : public RandomAccessFile {
       std::lock_guard<std::mutex> lk(s.mu);
       // Follows the previous reads when it starts within a block of where they ended (several
       // threads reading one shard's samples in order arrive a little out of order); the first
-      // read counts when it is in the first block.
+      // read counts when it is in the first block. Any other read starts a new run.
       sequential = s.any ? off + B >= s.last_end && off <= s.last_end + B : off < B;
+      const uint64_t ke = (off + n - 1) / B;
+      s.lead = sequential && s.any ? std::max(s.lead, ke) : ke;
       s.any = true;
       s.last_end = off + n;
     }
@@ -94,7 +100,9 @@ class ReadAheadFile final : public RandomAccessFile {
         auto it = s.blocks.find(k);
         if (it != s.blocks.end()) {
           b = it->second;
-        } else if (sequential && TryCharge(s.BlockLen(k))) {
+        } else if (sequential && k + 1 >= s.lead && TryCharge(s.BlockLen(k))) {
+          // (A block further behind the run's lead was dropped after use: a reader that
+          // still needs it, preempted, reads just its bytes below rather than the block.)
           b = std::make_shared<Block>(k, s.BlockLen(k));
           s.blocks[k] = b;
           fetch_here = true;
@@ -103,7 +111,9 @@ class ReadAheadFile final : public RandomAccessFile {
           b = nullptr;
         }
         if (b) {
-          EvictAround(k);
+          // Only a read that follows the run drops blocks: one from a reader far behind the
+          // others (preempted) must not drop the blocks they fetched ahead.
+          if (sequential) EvictAround(k);
           if (sequential || !fetch_here) Prefetch(k);
         }
       }
@@ -132,6 +142,32 @@ class ReadAheadFile final : public RandomAccessFile {
 
   uint64_t size() const override { return s_->size; }
   const std::string& path() const override { return s_->file->path(); }
+
+  int Warm(uint64_t offset) const {
+    State& s = *s_;
+    if (!s.opts.executor || offset >= s.size) return 0;
+    const uint64_t k = offset / s.opts.block_bytes;
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.any) {
+      s.any = true;
+      s.last_end = offset;
+      s.lead = k;
+    }
+    int started = 0;
+    for (int a = 0; a < std::max(1, s.opts.ahead); ++a) {
+      uint64_t j = k + static_cast<uint64_t>(a);
+      if (j * s.opts.block_bytes >= s.size) break;
+      if (s.blocks.count(j)) continue;
+      if (!TryCharge(s.BlockLen(j))) break;
+      auto b = std::make_shared<Block>(j, s.BlockLen(j));
+      s.blocks[j] = b;
+      g_prefetches.fetch_add(1, std::memory_order_relaxed);
+      std::shared_ptr<State> keep = s_;
+      s.opts.executor([keep, b] { Fetch(keep, b); });
+      ++started;
+    }
+    return started;
+  }
   std::string version() const override { return s_->file->version(); }
 
  private:
@@ -140,18 +176,32 @@ class ReadAheadFile final : public RandomAccessFile {
     return done + got;
   }
 
-  // Keeps the block in use, the one before it (readers a little behind) and those up to
-  // `ahead` past it; drops the other ready blocks.
+  // Drops the ready blocks behind the one in use (keeping the one before it, for readers a
+  // little behind). Blocks ahead are kept: they were fetched for this run, or are valid data
+  // left by an earlier run that a later one may reach; when a file holds more than twice its
+  // window, the ready blocks farthest from k go first.
   void EvictAround(uint64_t k) const {
     State& s = *s_;
     for (auto it = s.blocks.begin(); it != s.blocks.end();) {
-      bool behind = it->first + 1 < k;
-      bool far_ahead = it->first > k + static_cast<uint64_t>(std::max(1, s.opts.ahead));
-      if ((behind || far_ahead) && it->second->ready) {
+      if (it->first + 1 < k && it->second->ready) {
         it = s.blocks.erase(it);
       } else {
         ++it;
       }
+    }
+    const size_t cap = 2 * static_cast<size_t>(std::max(1, s.opts.ahead)) + 4;
+    while (s.blocks.size() > cap) {
+      auto far = s.blocks.end();
+      uint64_t dist = 0;
+      for (auto it = s.blocks.begin(); it != s.blocks.end(); ++it) {
+        uint64_t d = it->first > k ? it->first - k : k - it->first;
+        if (it->second->ready && d > dist) {
+          dist = d;
+          far = it;
+        }
+      }
+      if (far == s.blocks.end()) break;
+      s.blocks.erase(far);
     }
   }
 
@@ -185,6 +235,11 @@ ReadAheadCounters GetReadAheadCounters() {
   c.budget_misses = g_budget_misses.load();
   c.bytes_in_use = g_in_use.load();
   return c;
+}
+
+int WarmReadAhead(const RandomAccessFile& file, uint64_t offset) {
+  auto* ra = dynamic_cast<const ReadAheadFile*>(&file);
+  return ra ? ra->Warm(offset) : 0;
 }
 
 std::unique_ptr<RandomAccessFile> NewReadAheadFile(std::shared_ptr<RandomAccessFile> file,

@@ -98,6 +98,36 @@ TEST(ReadAhead, SequentialSmallReadsBecomeOneReadPerBlock) {
   EXPECT_EQ(base->bytes.load(), base->size());
 }
 
+// Warming a file (the next shard of the plan) fetches its first `ahead` blocks before any
+// read; reads that then start at the warmed offset find them (no second fetch), and read on.
+TEST(ReadAhead, WarmFetchesTheFirstBlocksBeforeTheFirstRead) {
+  auto base = std::make_shared<CountingFile>(6 << 20);
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  ReadAheadOptions o = Opts(1 << 20, true, &threads, &mu);
+  o.ahead = 3;
+  auto f = NewReadAheadFile(base, o);
+  EXPECT_EQ(WarmReadAhead(*f, 0), 3);
+  EXPECT_EQ(WarmReadAhead(*f, 0), 0);  // already in flight: nothing new
+  Join(&threads, &mu);
+  EXPECT_EQ(base->reads.load(), 3u);
+  EXPECT_EQ(base->bytes.load(), 3u << 20);
+  std::vector<uint8_t> buf(64 << 10);
+  for (uint64_t off = 0; off < (3u << 20); off += buf.size()) {
+    ASSERT_EQ(*f->ReadAt(off, buf.size(), buf.data()), buf.size());
+    ASSERT_EQ(0, std::memcmp(buf.data(), base->data().data() + off, buf.size())) << off;
+  }
+  Join(&threads, &mu);
+  // The three warmed blocks were not fetched again; reading on fetched the rest once each.
+  EXPECT_EQ(base->reads.load(), 6u);
+  EXPECT_EQ(base->bytes.load(), base->size());
+
+  // A file that is not a read-ahead file, or one without an executor, is not warmed.
+  EXPECT_EQ(WarmReadAhead(*base, 0), 0);
+  auto g = NewReadAheadFile(base, Opts(1 << 20, false, &threads, &mu));
+  EXPECT_EQ(WarmReadAhead(*g, 0), 0);
+}
+
 // Random single reads into a large file are not turned into blocks: no extra bytes.
 TEST(ReadAhead, RandomReadsGoToTheFileAsTheyAre) {
   auto base = std::make_shared<CountingFile>(64 << 20);

@@ -38,6 +38,8 @@
 #include "core/mutex.h"
 #include "core/queue.h"
 #include "core/thread_pool.h"
+#include "io/object_env.h"
+#include "io/object_prefetch.h"
 #include "pipeline/autotune.h"
 #include "pipeline/batch_assembler.h"
 #include "pipeline/batch_pool.h"
@@ -119,6 +121,18 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   PipelineOptions opts_;
   Clock* clock_ = nullptr;
   std::unique_ptr<CacheEnv> cache_;  // cache_dir: in front of the dataset's Env (outlives ds_)
+  // Look-ahead across object-store shards without a cache_ (PrefetchObject): this pass's
+  // spans of the order (cache_plan.h), each with its shard's URL when the span starts at the
+  // shard's head (else empty: nothing to warm), and how many spans were hinted. Set by
+  // StartPass before the workers start; read by them.
+  std::vector<uint64_t> ahead_first_;
+  std::vector<std::string> ahead_url_;
+  std::atomic<uint64_t> ahead_due_{UINT64_MAX};  // the position where the next hint is due
+  Mutex ahead_mu_;
+  size_t ahead_hinted_ GUARDED_BY(ahead_mu_) = 0;
+  static constexpr size_t kAheadSpans = 2;  // shards warmed ahead of the one being read
+  void PlanObjectLookahead() EXCLUDES(ahead_mu_);
+  void HintAhead(uint64_t pos) EXCLUDES(ahead_mu_);
   std::unique_ptr<Dataset> ds_;
   EpochPlanOptions plan_;
   RankInfo rank_;
@@ -345,6 +359,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
   if (opts_.drop_last) per = nb * opts_.batch_size;
   order_.resize(per);
   if (cache_) cache_->SetPlan(CachePlanFromOrder(*ds_, order_));
+  PlanObjectLookahead();
   epoch_ = epoch;
   pass_consumed_ = consumed;
   pass_samples_ = per;
@@ -474,6 +489,50 @@ void PipelineImpl::Stop() {
   if (asm_) asm_->Clear();
 }
 
+// Shards of an object store read from their head (WebDataset tars, TFRecord files: formats
+// read front to back) get their first blocks fetched while the shards before them are read.
+// The node cache does this itself from the plan; ranks warm their own spans (a rank's first
+// sample of a shard is within its first few samples).
+void PipelineImpl::PlanObjectLookahead() {
+  ahead_due_.store(UINT64_MAX, std::memory_order_relaxed);
+  ahead_first_.clear();
+  ahead_url_.clear();
+  const auto& shards = ds_->shards();
+  const std::string fmt = ds_->format();
+  if (cache_ || order_.empty() || shards.empty() || !IsObjectStoreUri(shards[0].path) ||
+      (fmt != "wds" && fmt != "tfrecord"))
+    return;
+  const uint64_t near_head = 4ull * static_cast<uint64_t>(std::max(1, rank_.world_size));
+  for (const auto& span : CachePlanFromOrder(*ds_, order_)) {
+    uint64_t idx = order_[span.first];
+    auto sh = std::upper_bound(shards.begin(), shards.end(), idx,
+                               [](uint64_t i, const ShardInfo& s) { return i < s.end; });
+    bool head = sh != shards.end() && idx >= sh->begin && idx - sh->begin < near_head;
+    ahead_first_.push_back(span.first);
+    ahead_url_.push_back(head ? span.path : std::string());
+  }
+  {
+    MutexLock l(&ahead_mu_);
+    ahead_hinted_ = 0;
+  }
+  HintAhead(0);
+}
+
+void PipelineImpl::HintAhead(uint64_t pos) {
+  MutexLock l(&ahead_mu_);
+  if (ahead_first_.empty()) return;
+  // The span being read: the last that starts at or before pos.
+  size_t cur = static_cast<size_t>(
+      std::upper_bound(ahead_first_.begin(), ahead_first_.end(), pos) - ahead_first_.begin());
+  cur = cur ? cur - 1 : 0;
+  size_t upto = std::min(ahead_first_.size(), cur + 1 + kAheadSpans);
+  for (size_t i = ahead_hinted_; i < upto; ++i)
+    if (!ahead_url_[i].empty()) PrefetchObject(ahead_url_[i], 0);
+  ahead_hinted_ = std::max(ahead_hinted_, upto);
+  ahead_due_.store(cur + 1 < ahead_first_.size() ? ahead_first_[cur + 1] : UINT64_MAX,
+                   std::memory_order_relaxed);
+}
+
 void PipelineImpl::ReadLoop(int id) {
   StageCounters& c = sc_[kRead];
   ResizeScratch scratch;  // fused mode
@@ -490,6 +549,7 @@ void PipelineImpl::ReadLoop(int id) {
       break;  // stopping, or every position handed out
     }
     it->index = order_[it->pos];
+    if (it->pos >= ahead_due_.load(std::memory_order_relaxed)) HintAhead(it->pos);
     t0 = clock_->NowNanos();
     board_->Begin(worker, kRead, it->index, t0);
     int64_t c0 = clock_->ThreadCpuNanos();
