@@ -811,6 +811,18 @@ PipelineStats PipelineImpl::Stats() const {
   if (cache_) st.cache = CacheStatsOf(*cache_);
   st.source_notes = ds_->notes();
   st.source_counters = ds_->counters();
+  if (!ds_->shards().empty() && IsObjectStoreUri(ds_->shards()[0].path)) {
+    // Process-wide (every object read of this process, not only this pipeline's).
+    ObjectStoreCounters oc = GetObjectStoreCounters();
+    ObjectPrefetchCounters pc = GetObjectPrefetchCounters();
+    auto& c = st.source_counters;
+    c["object_store.get_requests"] = static_cast<double>(oc.get_requests);
+    c["object_store.bytes_read"] = static_cast<double>(oc.bytes_read);
+    c["object_store.head_requests"] = static_cast<double>(oc.head_requests);
+    c["object_store.retries"] = static_cast<double>(oc.retries);
+    c["object_store.next_shard_warmups"] = static_cast<double>(pc.hints);
+    c["object_store.next_shard_warmups_taken"] = static_cast<double>(pc.adopted);
+  }
   MutexLock l(&stats_mu_);
   st.skipped = skipped_count_;
   st.budget_source = budget_why_;
