@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "formats/builtin.h"
 #include "formats/checksum.h"
+#include "formats/index_cache.h"
 #include "formats/sample_buffers.h"
 #include "formats/sharded.h"
 
@@ -345,15 +346,25 @@ struct ShardIndexResult {
 
 ShardIndexResult IndexTFRecordShard(Env* env, const std::string& path) {
   ShardIndexResult r;
-  auto fr = env->NewRandomAccessFile(path);
+  // An object file is opened without read-ahead for the checks (a few bytes each), and again
+  // with it for a scan (as WebDataset shards: wds.cc).
+  const bool object = IsObjectStoreUri(path);
+  OpenOptions probe;
+  probe.direct = object;
+  auto fr = env->NewRandomAccessFile(path, probe);
   if (!fr.ok()) {
     r.error = fr.status();
     return r;
   }
   std::shared_ptr<RandomAccessFile> file(std::move(fr).value());
+  auto for_scan = [&]() -> std::shared_ptr<RandomAccessFile> {
+    if (!object) return file;
+    auto g = env->NewRandomAccessFile(path);
+    return g.ok() ? std::shared_ptr<RandomAccessFile>(std::move(g).value()) : file;
+  };
   if (IsGzipFile(*file)) {
     r.gzip = true;
-    GzipReader rd(file);
+    GzipReader rd(for_scan());
     uint8_t h[kTFRecordHeader];
     for (uint64_t rec = 0;; ++rec) {
       uint64_t off = rd.position();
@@ -398,9 +409,19 @@ ShardIndexResult IndexTFRecordShard(Env* env, const std::string& path) {
     r.records.clear();
     break;
   }
-  TFRecordScan scan = ScanTFRecordFile(*file);
+  // No index beside it: the local index cache (an object file scanned before), else a scan.
+  const std::string cached = IndexCacheEntry(path, file->size(), file->version(), "tfrecord");
+  if (!cached.empty()) {
+    std::string text;
+    if (ReadIndexCache(cached, &text) &&
+        ParseTFRecordIndex(text, path, file->size(), &r.records).ok())
+      return r;
+    r.records.clear();
+  }
+  TFRecordScan scan = ScanTFRecordFile(*for_scan());
   r.records = std::move(scan.records);
   r.error = scan.error;
+  if (r.error.ok() && !cached.empty()) WriteIndexCache(cached, FormatTFRecordIndex(r.records));
   return r;
 }
 

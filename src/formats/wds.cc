@@ -10,7 +10,9 @@
 
 #include "core/thread_pool.h"
 #include "formats/builtin.h"
+#include "formats/index_cache.h"
 #include "io/gzip.h"
+#include "io/object_env.h"
 #include "io/sniff.h"
 
 namespace stoker {
@@ -220,13 +222,24 @@ Status NotATar(const RandomAccessFile& file, const Status& scan_error) {
 ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   ShardResult r;
   r.idx.path = path;
-  auto f = env->NewRandomAccessFile(path);
+  // An object shard is opened without read-ahead for the checks (the gzip magic, an index's
+  // first and last headers: a few bytes each, where read-ahead would fetch whole blocks, the
+  // whole shard), and again with it for a scan, which reads the shard front to back.
+  const bool object = IsObjectStoreUri(path);
+  OpenOptions probe;
+  probe.direct = object;
+  auto f = env->NewRandomAccessFile(path, probe);
   if (!f.ok()) {
     r.error = f.status();
     return r;
   }
   std::shared_ptr<RandomAccessFile> owned(std::move(f).value());
   const RandomAccessFile& file = *owned;
+  auto for_scan = [&]() -> std::shared_ptr<RandomAccessFile> {
+    if (!object) return owned;
+    auto g = env->NewRandomAccessFile(path);
+    return g.ok() ? std::shared_ptr<RandomAccessFile>(std::move(g).value()) : owned;
+  };
   if (file.size() == 0) {
     r.error = Corrupt("{}: not a tar archive: it is an empty file", path);
     return r;
@@ -236,7 +249,7 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
     // through a per-shard stream (WdsDataset::ReadStreamed). Index files are not used:
     // their offsets cannot be reached without decompressing up to them.
     r.gzip = true;
-    GzipStreamFile stream(owned);
+    GzipStreamFile stream(for_scan());
     TarScan scan = ScanTar(stream);
     Status g = GroupWdsMembers(path, scan.members, &r.idx);
     if (!g.ok()) {
@@ -282,12 +295,25 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
                            st.message());
     }
   }
-  TarScan scan = ScanTar(file);
+  // An object shard with no index beside it: the index an earlier scan on this machine
+  // left in the local index cache (keyed by URL, size and ETag), else a scan (kept there).
+  const std::string cached =
+      use_index ? IndexCacheEntry(path, file.size(), file.version(), "wds") : std::string();
+  if (!cached.empty()) {
+    std::string text;
+    WdsShardIndex idx;
+    if (ReadIndexCache(cached, &text) && ParseWdsIndex(text, path, file.size(), &idx).ok()) {
+      r.idx = std::move(idx);
+      return r;
+    }
+  }
+  TarScan scan = ScanTar(*for_scan());
   Status g = GroupWdsMembers(path, scan.members, &r.idx);
   if (!g.ok()) {
     r.error = g;
     return r;
   }
+  if (scan.error.ok() && !cached.empty()) WriteIndexCache(cached, FormatWdsIndex(r.idx));
   if (!scan.error.ok() && scan.error_offset == 0 && scan.members.empty() &&
       scan.error.code() == StatusCode::kCorrupt) {
     r.error = NotATar(file, scan.error);

@@ -579,12 +579,23 @@ class ArrowObjectEnv final : public Env {
         auto file = std::move(it->second);
         parked_.erase(it);
         ++prefetch_.adopted;
+        open_[url] = file;
         return std::unique_ptr<RandomAccessFile>(new SharedFile(std::move(file)));
       }
       auto p = pending_.find(url);
       if (p != pending_.end()) p->second = true;  // opened here first: the prefetch is moot
     }
-    return OpenObject(url, opts);
+    STOKER_ASSIGN_OR_RETURN(auto file, OpenObject(url, opts));
+    if (opts.direct) return file;
+    std::shared_ptr<RandomAccessFile> shared(std::move(file));
+    {
+      std::lock_guard<std::mutex> lk(park_mu_);
+      open_[url] = shared;
+      if (open_.size() > 4096)  // forget the closed ones now and then
+        for (auto it = open_.begin(); it != open_.end();)
+          it = it->second.expired() ? open_.erase(it) : std::next(it);
+    }
+    return std::unique_ptr<RandomAccessFile>(new SharedFile(std::move(shared)));
   }
 
   // PrefetchObject: see object_prefetch.h.
@@ -592,6 +603,17 @@ class ArrowObjectEnv final : public Env {
     if (cfg_.block_bytes == 0) return;
     {
       std::lock_guard<std::mutex> lk(park_mu_);
+      // Open already (a reader keeps its shards open across epochs): warm that file.
+      auto o = open_.find(url);
+      if (o != open_.end()) {
+        if (auto live = o->second.lock()) {
+          WarmReadAhead(*live, offset);
+          ++prefetch_.hints;
+          ++prefetch_.adopted;
+          return;
+        }
+        open_.erase(o);
+      }
       if (pending_.count(url)) return;
       for (const auto& p : parked_)
         if (p.first == url) return;
@@ -930,6 +952,8 @@ class ArrowObjectEnv final : public Env {
   std::mutex park_mu_;
   std::list<std::pair<std::string, std::shared_ptr<RandomAccessFile>>> parked_;
   std::map<std::string, bool> pending_;  // being opened ahead; true: opened by a reader meanwhile
+  // The latest read-ahead file opened for each URL, while it is open (Prefetch warms it).
+  std::map<std::string, std::weak_ptr<RandomAccessFile>> open_;
   ObjectPrefetchCounters prefetch_;
 };
 

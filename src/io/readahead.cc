@@ -148,11 +148,9 @@ class ReadAheadFile final : public RandomAccessFile {
     if (!s.opts.executor || offset >= s.size) return 0;
     const uint64_t k = offset / s.opts.block_bytes;
     std::lock_guard<std::mutex> lk(s.mu);
-    if (!s.any) {
-      s.any = true;
-      s.last_end = offset;
-      s.lead = k;
-    }
+    s.any = true;  // reads from `offset` on are the run now
+    s.last_end = offset;
+    s.lead = k;
     int started = 0;
     for (int a = 0; a < std::max(1, s.opts.ahead); ++a) {
       uint64_t j = k + static_cast<uint64_t>(a);

@@ -46,8 +46,8 @@ std::unique_ptr<RandomAccessFile> NewReadAheadFile(std::shared_ptr<RandomAccessF
                                                    const ReadAheadOptions& opts);
 
 // Starts fetching, on the executor, the `ahead` blocks of a read-ahead file from the one
-// holding `offset` (budget permitting), and takes `offset` as where reads continue: a first
-// read there counts as sequential. For a reader that knows it will read the file from
+// holding `offset` (budget permitting), and takes `offset` as where reads continue: the next
+// read there counts as sequential (a file read to its end in the last epoch starts over). For a reader that knows it will read the file from
 // `offset` soon (the next shard of the epoch's order). Returns the blocks started; 0 when
 // `file` is not a read-ahead file (or has no executor).
 int WarmReadAhead(const RandomAccessFile& file, uint64_t offset);
