@@ -8,6 +8,9 @@
 # STOKER_TEST_QUICK=1 skips the sanitizer builds (for local iteration).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Indices of object shards scanned by the tests stay in the build tree, not in ~/.cache.
+export STOKER_INDEX_CACHE="$ROOT/build/test-index-cache"
+rm -rf "$STOKER_INDEX_CACHE"
 JOBS="${STOKER_JOBS:-$(nproc)}"
 "$ROOT/scripts/install-deps.sh"
 

@@ -219,6 +219,19 @@ Status NotATar(const RandomAccessFile& file, const Status& scan_error) {
                  file.path(), DescribeFile(file));
 }
 
+// An index's first and last entries against the tar headers before them (two small reads).
+Status EndsMatchHeaders(const RandomAccessFile& file, const WdsShardIndex& idx,
+                        const std::string& ipath) {
+  if (idx.comps.empty()) return Status::OK();
+  for (const WdsComponent* c : {&idx.comps.front(), &idx.comps.back()}) {
+    auto sz = ReadTarHeaderSize(file, c->offset - kTarBlock);
+    if (!sz.ok() || *sz != c->size)
+      return Corrupt("{}: index entry for '{}' does not match the tar header at offset {}",
+                     ipath, c->name, c->offset - kTarBlock);
+  }
+  return Status::OK();
+}
+
 ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   ShardResult r;
   r.idx.path = path;
@@ -277,16 +290,7 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
       WdsShardIndex idx;
       if (st.ok())
         st = ParseWdsIndex(std::string(bytes.begin(), bytes.end()), path, file.size(), &idx);
-      if (st.ok() && !idx.comps.empty()) {
-        for (const WdsComponent* c : {&idx.comps.front(), &idx.comps.back()}) {
-          auto sz = ReadTarHeaderSize(file, c->offset - kTarBlock);
-          if (!sz.ok() || *sz != c->size) {
-            st = Corrupt("{}: index entry for '{}' does not match the tar header at offset {}",
-                         ipath, c->name, c->offset - kTarBlock);
-            break;
-          }
-        }
-      }
+      if (st.ok()) st = EndsMatchHeaders(file, idx, ipath);
       if (st.ok()) {
         r.idx = std::move(idx);
         return r;
@@ -302,7 +306,8 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   if (!cached.empty()) {
     std::string text;
     WdsShardIndex idx;
-    if (ReadIndexCache(cached, &text) && ParseWdsIndex(text, path, file.size(), &idx).ok()) {
+    if (ReadIndexCache(cached, &text) && ParseWdsIndex(text, path, file.size(), &idx).ok() &&
+        EndsMatchHeaders(file, idx, cached).ok()) {
       r.idx = std::move(idx);
       return r;
     }

@@ -320,3 +320,74 @@ def test_bench_io_measures_an_object_store_and_cleans_up(stoker, s3, tmp_path):
     # The test object was deleted (no --keep), and nothing half-written is left.
     listed = s3["client"].list_objects_v2(Bucket=s3["bucket"], Prefix=prefix + "/")
     assert listed.get("KeyCount", 0) == 0, listed.get("Contents")
+
+
+# ---- shards without an index (as webdataset's writer leaves them) -------------------------
+
+def _bench_json(stoker, spec, tmp_path, env):
+    out = tmp_path / f"bench-{uuid.uuid4().hex[:8]}.json"
+    stoker("bench", "pipeline", "--data", spec, "--decode", "raw", "--no-shuffle", "--epochs", 1,
+           "--batch", 8, "--threads", 2, "--quiet", "--json", out, env=env)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def unindexed(stoker, images, tmp_path_factory, s3):
+    """Six WebDataset shards written without .idx, locally and uploaded by boto3."""
+    d = tmp_path_factory.mktemp("noidx")
+    stoker("convert", images, f"wds:{d}/train-%03d.tar", "--samples-per-shard", 16,
+           "--no-index")
+    tars = sorted(p for p in d.iterdir() if p.name.endswith(".tar"))
+    assert len(tars) == 6 and not [p for p in d.iterdir() if p.name.endswith(".idx")]
+    prefix = f"{s3['prefix']}/noidx"
+    for p in tars:
+        s3["client"].upload_file(str(p), s3["bucket"], f"{prefix}/{p.name}")
+    return {"local": d, "url": f"s3://{s3['bucket']}/{prefix}", "prefix": prefix,
+            "bytes": sum(p.stat().st_size for p in tars), "tars": tars}
+
+
+def test_unindexed_shards_cross_the_link_once_with_the_index_cache(stoker, unindexed, s3,
+                                                                   tmp_path):
+    cache = tmp_path / "index-cache"
+    env = dict(s3["env"], STOKER_INDEX_CACHE=str(cache))
+    spec = f"wds:{unindexed['url']}/train-{{000..005}}.tar"
+    total = unindexed["bytes"]
+    first = _bench_json(stoker, spec, tmp_path, env)["source"]["counters"]
+    # The first run scans each shard (reading it) and then reads it: the bytes twice.
+    assert first["object_store.bytes_read"] >= 1.8 * total, first
+    entries = sorted(cache.iterdir())
+    assert len(entries) == 6 and all(e.name.endswith("-wds.idx") for e in entries), entries
+    assert not [e for e in entries if ".tmp" in e.name]
+    second = _bench_json(stoker, spec, tmp_path, env)["source"]["counters"]
+    # The second takes the indices from the cache: every byte crosses once (the small
+    # probes at open aside), the next shards warmed ahead included.
+    assert second["object_store.bytes_read"] <= 1.1 * total, (second, total)
+    assert second["object_store.next_shard_warmups"] >= 5, second
+    want = _dump(f"wds:{unindexed['local']}/train-{{000..005}}.tar", tmp_path, env)
+    assert len(want) == 96
+    assert _key_fields(_dump(spec, tmp_path, env)) == _key_fields(want)
+    # Without the cache (off), every run scans.
+    off = _bench_json(stoker, spec, tmp_path, dict(env, STOKER_INDEX_CACHE="off"))
+    assert off["source"]["counters"]["object_store.bytes_read"] >= 1.8 * total
+
+
+def test_the_index_cache_never_serves_a_replaced_object_or_a_bad_entry(stoker, unindexed, s3,
+                                                                       tmp_path):
+    cache = tmp_path / "index-cache"
+    env = dict(s3["env"], STOKER_INDEX_CACHE=str(cache))
+    prefix = unindexed["prefix"] + "-replaced"
+    tars = unindexed["tars"]
+    for p in tars[:2]:
+        s3["client"].upload_file(str(p), s3["bucket"], f"{prefix}/{p.name}")
+    spec = f"wds:s3://{s3['bucket']}/{prefix}/train-{{000..001}}.tar"
+    want = _key_fields(_dump(f"wds:{unindexed['local']}/train-{{000..001}}.tar", tmp_path, env))
+    assert _key_fields(_dump(spec, tmp_path, env)) == want  # fills the cache
+    assert len(list(cache.iterdir())) == 2
+    # train-000 replaced by train-001's bytes (same key, new ETag): read as it is now.
+    s3["client"].upload_file(str(tars[1]), s3["bucket"], f"{prefix}/{tars[0].name}")
+    got = _key_fields(_dump(spec, tmp_path, env))
+    assert got == want[16:] + want[16:]
+    # A damaged entry is not used: the shard is scanned again and read right.
+    for e in cache.iterdir():
+        e.write_text("v1.2 3\njpg 512 999999999 x.jpg\n")
+    assert _key_fields(_dump(spec, tmp_path, env)) == want[16:] + want[16:]
