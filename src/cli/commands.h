@@ -41,6 +41,7 @@ void RegisterBenchDecodeCommand(CLI::App& bench);  // stoker bench decode --data
 void RegisterTuneCommands(CLI::App& app);  // stoker tune dataloader (runs python -m stoker)
 void RegisterPlanCommands(CLI::App& app);  // stoker plan, stoker plan measure
 void RegisterBenchTokensCommand(CLI::App& bench);  // stoker bench tokens --data SPEC
+void RegisterIndexCommand(CLI::App& app);    // stoker index SPEC (.idx beside shards)
 void RegisterOptionsCommand(CLI::App& app);  // stoker options (the pipeline options table)
 
 }  // namespace stoker::cli

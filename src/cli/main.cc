@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterTuneCommands(app);
   stoker::cli::RegisterPlanCommands(app);
   stoker::cli::RegisterBenchTokensCommand(*bench);
+  stoker::cli::RegisterIndexCommand(app);
   stoker::cli::RegisterOptionsCommand(app);
   try {
     app.parse(argc, argv);

@@ -391,3 +391,23 @@ def test_the_index_cache_never_serves_a_replaced_object_or_a_bad_entry(stoker, u
     for e in cache.iterdir():
         e.write_text("v1.2 3\njpg 512 999999999 x.jpg\n")
     assert _key_fields(_dump(spec, tmp_path, env)) == want[16:] + want[16:]
+
+
+def test_stoker_index_writes_the_idx_beside_object_shards(stoker, unindexed, s3, tmp_path):
+    prefix = unindexed["prefix"] + "-indexed"
+    for p in unindexed["tars"]:
+        s3["client"].upload_file(str(p), s3["bucket"], f"{prefix}/{p.name}")
+    url = f"s3://{s3['bucket']}/{prefix}"
+    env = dict(s3["env"], STOKER_INDEX_CACHE="off")
+    r = stoker("index", f"wds:{url}/", env=env)
+    assert "6 index file(s) written" in r.stdout, r.stdout
+    listed = s3["client"].list_objects_v2(Bucket=s3["bucket"], Prefix=prefix + "/")
+    names = sorted(o["Key"].rsplit("/", 1)[1] for o in listed["Contents"])
+    assert [n for n in names if n.endswith(".idx")] == [f"train-{i:03d}.idx" for i in range(6)]
+    assert not [n for n in names if "partial" in n], names
+    # Readers take the uploaded .idx: no scan, every byte crosses once, same samples.
+    spec = f"wds:{url}/train-{{000..005}}.tar"
+    got = _bench_json(stoker, spec, tmp_path, env)["source"]["counters"]
+    assert got["object_store.bytes_read"] <= 1.1 * unindexed["bytes"], got
+    want = _dump(f"wds:{unindexed['local']}/train-{{000..005}}.tar", tmp_path, env)
+    assert _key_fields(_dump(spec, tmp_path, env)) == _key_fields(want)
