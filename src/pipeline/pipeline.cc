@@ -125,11 +125,11 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   // spans of the order (cache_plan.h), each with its shard's URL when the span starts at the
   // shard's head (else empty: nothing to warm), and how many spans were hinted. Set by
   // StartPass before the workers start; read by them.
-  std::vector<uint64_t> ahead_first_;
-  std::vector<std::string> ahead_url_;
-  std::atomic<uint64_t> ahead_due_{UINT64_MAX};  // the position where the next hint is due
   Mutex ahead_mu_;
+  std::vector<uint64_t> ahead_first_ GUARDED_BY(ahead_mu_);
+  std::vector<std::string> ahead_url_ GUARDED_BY(ahead_mu_);
   size_t ahead_hinted_ GUARDED_BY(ahead_mu_) = 0;
+  std::atomic<uint64_t> ahead_due_{UINT64_MAX};  // the position where the next hint is due
   static constexpr size_t kAheadSpans = 2;  // shards warmed ahead of the one being read
   void PlanObjectLookahead() EXCLUDES(ahead_mu_);
   void HintAhead(uint64_t pos) EXCLUDES(ahead_mu_);
@@ -495,24 +495,26 @@ void PipelineImpl::Stop() {
 // sample of a shard is within its first few samples).
 void PipelineImpl::PlanObjectLookahead() {
   ahead_due_.store(UINT64_MAX, std::memory_order_relaxed);
-  ahead_first_.clear();
-  ahead_url_.clear();
+  std::vector<uint64_t> first;
+  std::vector<std::string> url;
   const auto& shards = ds_->shards();
   const std::string fmt = ds_->format();
-  if (cache_ || order_.empty() || shards.empty() || !IsObjectStoreUri(shards[0].path) ||
-      (fmt != "wds" && fmt != "tfrecord"))
-    return;
-  const uint64_t near_head = 4ull * static_cast<uint64_t>(std::max(1, rank_.world_size));
-  for (const auto& span : CachePlanFromOrder(*ds_, order_)) {
-    uint64_t idx = order_[span.first];
-    auto sh = std::upper_bound(shards.begin(), shards.end(), idx,
-                               [](uint64_t i, const ShardInfo& s) { return i < s.end; });
-    bool head = sh != shards.end() && idx >= sh->begin && idx - sh->begin < near_head;
-    ahead_first_.push_back(span.first);
-    ahead_url_.push_back(head ? span.path : std::string());
+  if (!cache_ && !order_.empty() && !shards.empty() && IsObjectStoreUri(shards[0].path) &&
+      (fmt == "wds" || fmt == "tfrecord")) {
+    const uint64_t near_head = 4ull * static_cast<uint64_t>(std::max(1, rank_.world_size));
+    for (const auto& span : CachePlanFromOrder(*ds_, order_)) {
+      uint64_t idx = order_[span.first];
+      auto sh = std::upper_bound(shards.begin(), shards.end(), idx,
+                                 [](uint64_t i, const ShardInfo& s) { return i < s.end; });
+      bool head = sh != shards.end() && idx >= sh->begin && idx - sh->begin < near_head;
+      first.push_back(span.first);
+      url.push_back(head ? span.path : std::string());
+    }
   }
   {
     MutexLock l(&ahead_mu_);
+    ahead_first_ = std::move(first);
+    ahead_url_ = std::move(url);
     ahead_hinted_ = 0;
   }
   HintAhead(0);
