@@ -237,6 +237,14 @@ Status PipelineImpl::Init() {
   plan_.world_size = rank_.world_size;
   plan_.balance = opts_.balance;
   if (ds_->size() == 0) return InvalidArgument("{}: the dataset is empty", opts_.data);
+  if (!cache_ && rank_.world_size > 1 && !ds_->shards().empty() &&
+      IsObjectStoreUri(ds_->shards()[0].path) && !ds_->random_access_is_cheap())
+    Warn(fmt::format(
+        "rank {} of {} reads {} without a node cache: the rank split is strided, so every "
+        "rank fetches the blocks of every shard (the whole dataset, per rank); give the "
+        "ranks of a node a shared cache_dir (--cache-dir, a RAM disk or NVMe) to fetch each "
+        "shard once per node (docs/remote-storage.md)",
+        rank_.rank, rank_.world_size, opts_.data));
   per_rank_ = SamplesPerRank(ds_->size(), rank_.world_size, opts_.balance);
   if (per_rank_ == 0)
     return InvalidArgument("{}: {} samples are fewer than the world size {}", opts_.data,

@@ -411,3 +411,16 @@ def test_stoker_index_writes_the_idx_beside_object_shards(stoker, unindexed, s3,
     assert got["object_store.bytes_read"] <= 1.1 * unindexed["bytes"], got
     want = _dump(f"wds:{unindexed['local']}/train-{{000..005}}.tar", tmp_path, env)
     assert _key_fields(_dump(spec, tmp_path, env)) == _key_fields(want)
+
+
+def test_ranks_without_a_node_cache_are_told_they_each_fetch_everything(stoker, unindexed, s3,
+                                                                         tmp_path):
+    spec = f"wds:{unindexed['url']}/train-{{000..005}}.tar"
+    args = ["bench", "pipeline", "--data", spec, "--decode", "raw", "--epochs", 1, "--batch", 8,
+            "--threads", 2, "--rank", 1, "--world-size", 2]
+    r = stoker(*args, env=s3["env"])
+    assert "without a node cache" in r.stderr and "cache_dir" in r.stderr, r.stderr
+    r = stoker(*args, "--cache-dir", tmp_path / "cache", env=s3["env"])
+    assert "without a node cache" not in r.stderr, r.stderr
+    r = stoker(*args[:-4], env=s3["env"])  # one rank: nothing to say
+    assert "without a node cache" not in r.stderr, r.stderr
