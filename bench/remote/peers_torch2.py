@@ -160,7 +160,9 @@ def run(side, uri, endpoint, workers):
                                              collate_fn=_collate)
         elif side == "mds":
             from streaming import StreamingDataset
+            from streaming.base.util import clean_stale_shared_memory
 
+            clean_stale_shared_memory()  # its documented remedy for a previous run's leftovers
             os.environ.setdefault("S3_ENDPOINT_URL", endpoint)
             ds = StreamingDataset(remote=uri, local=os.path.join(tmp, "local"), shuffle=False,
                                   batch_size=32)

@@ -29,7 +29,9 @@ bench/remote/peers_torch2.py (details there), each from a fresh local cache (col
   * s3torchconnector  S3IterableDataset over the same tar shards, webdataset's tar iterator
   * MosaicML Streaming the same samples as MDS shards (~--shard-mb each), uploaded
   * LitData           the same samples through litdata.optimize (~--shard-mb chunks), uploaded
-A peer that fails is reported with its error (results.json "errors"), never dropped silently.
+A peer that cannot be prepared is reported with its error (results.json "errors"); a run that
+fails is left out of the medians and reported with its error ("failed_runs"), never dropped
+silently.
 --latencies sweeps the link's latency: each latency its own interleaved rounds.
 MB/s of every side = the tar shards' size / the side's wall time (the peers' delivered
 sample count and sample bytes are checked against the dataset's; their time starts at the
@@ -185,6 +187,8 @@ def write_html(path, summary):
                          else "<td>-</td>")
         rows.append(f"<tr><td>{s}</td>{''.join(cells)}</tr>")
     errs = "".join(f"<li><b>{k}</b>: <pre>{v}</pre></li>" for k, v in summary["errors"].items())
+    errs += "".join(f"<li><b>{k}</b>: {len(v)} run(s) failed (left out of the medians); the first:"
+                    f"<pre>{v[0]}</pre></li>" for k, v in summary["failed_runs"].items())
     html = (f"<!doctype html><meta charset='utf-8'><title>stoker: remote storage</title>"
             f"<h1>WebDataset-sized shards over a slow S3 link: throughput against latency</h1>"
             f"<p>{summary['shards']} shards, {summary['dataset_mb']:.0f} MB ({summary['images']} JPEGs); "
@@ -342,6 +346,7 @@ def main():
         sides.pop(k, None)
 
     per_lat = {}
+    failures = {}  # side -> the errors of its failed runs (the run is left out of the medians)
     load0 = os.getloadavg()
     try:
         for lat in lats:
@@ -351,13 +356,11 @@ def main():
             for rnd in range(a.repeats):
                 order = list(sides)[rnd % len(sides):] + list(sides)[:rnd % len(sides)]
                 for name in order:
-                    if name in errors:
-                        continue
                     try:
                         secs = sides[name]()
-                    except Exception as e:  # a side that fails is reported with its error
-                        errors[name] = f"at {lat:g} ms, round {rnd}: {e}"
-                        print(f"{name} FAILED: {e}", file=sys.stderr)
+                    except Exception as e:  # a failed run is reported with its error and counted
+                        failures.setdefault(name, []).append(f"at {lat:g} ms, round {rnd}: {str(e)[-1500:]}")
+                        print(f"[{lat:g} ms, {rnd}] {name} FAILED: {str(e)[-1500:]}", file=sys.stderr)
                         continue
                     res[name].append(total_bytes / secs / 1e6)
                     print(f"[{lat:g} ms, {rnd}] {name}: {total_bytes / 1e6:.1f} MB in {secs:.2f} s = "
@@ -389,10 +392,12 @@ def main():
         "load_before": load0, "load_after": load1, "images": a.images, "shards": len(tars),
         "dataset_mb": total_bytes / 1e6, "sample_mb": n_sample_bytes / 1e6, "samples": n_samples,
         "latencies_ms": lats, "conn_mb_s": a.conn_mb_s, "threads": a.threads, "repeats": a.repeats,
-        "peer_python": py, "per_latency": per_lat, "errors": errors,
+        "peer_python": py, "per_latency": per_lat, "errors": errors, "failed_runs": failures,
     }
     for k, v in errors.items():
         print(f"FAILED {k}: {v[-500:]}")
+    for k, v in failures.items():
+        print(f"{k}: {len(v)} run(s) failed; the first: {v[0][-500:]}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(summary, f, indent=1)
