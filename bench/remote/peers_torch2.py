@@ -11,7 +11,9 @@ SIDE is one of
                     streamed through webdataset's tar iterator (its documented WebDataset recipe),
                     samples grouped by key as webdataset does; S3ClientConfig(force_path_style)
   mds               MosaicML Streaming: StreamingDataset(remote=s3://..., local=<fresh temp dir>),
-                    endpoint from S3_ENDPOINT_URL, credentials from AWS_* (its documented way)
+                    endpoint from S3_ENDPOINT_URL, credentials from AWS_* (its documented way).
+                    Against S3Proxy with 8 workers most runs fail (a downloaded shard comes out
+                    with the right size and shifted content; bench/RESULTS.md has the details)
   litdata           LitData: StreamingDataset("s3://...", storage_options={endpoint_url, keys},
                     cache_dir=<fresh temp dir>) + StreamingDataLoader
 Every side: a DataLoader (StreamingDataLoader for LitData) with WORKERS worker processes and
