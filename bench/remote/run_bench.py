@@ -186,9 +186,10 @@ def write_html(path, summary):
             cells.append(f"<td>{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})</td>" if v
                          else "<td>-</td>")
         rows.append(f"<tr><td>{s}</td>{''.join(cells)}</tr>")
-    errs = "".join(f"<li><b>{k}</b>: <pre>{v}</pre></li>" for k, v in summary["errors"].items())
+    from html import escape
+    errs = "".join(f"<li><b>{k}</b>: <pre>{escape(v)}</pre></li>" for k, v in summary["errors"].items())
     errs += "".join(f"<li><b>{k}</b>: {len(v)} run(s) failed (left out of the medians); the first:"
-                    f"<pre>{v[0]}</pre></li>" for k, v in summary["failed_runs"].items())
+                    f"<pre>{escape(v[0])}</pre></li>" for k, v in summary["failed_runs"].items())
     html = (f"<!doctype html><meta charset='utf-8'><title>stoker: remote storage</title>"
             f"<h1>WebDataset-sized shards over a slow S3 link: throughput against latency</h1>"
             f"<p>{summary['shards']} shards, {summary['dataset_mb']:.0f} MB ({summary['images']} JPEGs); "
@@ -197,7 +198,7 @@ def write_html(path, summary):
             f"connections/workers per side; I/O only (sample bytes, no decode); cold epoch; sides "
             f"interleaved, order rotated, {summary['repeats']} round(s) per latency; load average "
             f"{summary['load_before'][0]:.1f} before, {summary['load_after'][0]:.1f} after (2 cores "
-            f"shared with the servers). {summary['date']}. Command: <code>{summary['command']}</code></p>"
+            f"shared with the servers). {summary['date']}. Command: <code>{escape(summary['command'])}</code></p>"
             f"{svg_chart(per, lats)}"
             f"<h2>MB/s, median (range)</h2><table border='1' cellpadding='4'><tr><th>side</th>{head}</tr>"
             f"{''.join(rows)}</table>"
