@@ -13,8 +13,17 @@
      stoker-py    stoker.TokenPipeline(output="torch"): DLPack int32 tensors
      nanogpt      nanoGPT's get_batch (train.py): a fresh np.memmap per batch, random
                   windows, int64 tensors
-     megatron     Megatron-Core GPTDataset + torch DataLoader (num_workers=0, batch 8)
-   LitData's TokensLoader is not run: litdata needs torch >= 2 (Debian's is 1.13).
+     megatron     Megatron-Core GPTDataset + torch DataLoader (num_workers=0, batch 8), under
+                  the main venv's torch 1.13 (megatron.core's package __init__ stubbed out)
+   and, in subprocesses of --peer-python (torch >= 2; default .venv-torch2/bin/python when
+   present, made by bench/install-torch2-peers.sh), when it is there:
+     litdata      LitData's pretraining token path: the corpus's token stream written once with
+                  litdata.optimize(item_loader=TokensLoader(), int32 token tensors as LitGPT
+                  writes them, chunks of 2049*8192 tokens) into <tmp>/litdata-tokens, read with
+                  StreamingDataset(item_loader=TokensLoader(block_size=S+1), shuffle=True) +
+                  StreamingDataLoader(batch_size=8, num_workers=0); x, y = batch[:, :-1],
+                  batch[:, 1:]
+     megatron-torch2  the megatron side with megatron-core imported whole under torch >= 2
 2. Index build for a >= 2-billion-token corpus (document lengths: bench/tokens/make_corpus.py),
    stoker vs Megatron-Core's GPTDataset index build (its C++ helpers), with peak RSS.
 """
@@ -32,6 +41,9 @@ PY = sys.executable
 STOKER = os.environ.get("STOKER_BINARY", os.path.join(ROOT, "build", "stoker"))
 # Another stoker build to compare in the same run (--baseline, e.g. main's build).
 BASELINE = None
+# The interpreter with torch >= 2 for the litdata and megatron-torch2 sides (--peer-python).
+PEER_PY = None
+PEER_SIDES = ("litdata", "megatron-torch2")
 # The build's Python package (STOKER_PYTHON_BUILD=<build dir>, as the tests).
 PYDIR = os.path.join(os.environ.get("STOKER_PYTHON_BUILD", os.path.join(ROOT, "build")), "python")
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
@@ -118,6 +130,83 @@ def one_megatron(prefix, S, B, steps):
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+def one_megatron_torch2(prefix, S, B, steps):
+    """The megatron side under torch >= 2, megatron.core imported as a user would."""
+    import numpy as np
+    import torch
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+    from megatron.core.datasets.utils import Split
+
+    class Tok:  # what GPTDataset reads from a tokenizer
+        vocab_size, eod, pad, bos = 50257, 50256, 50257, None
+        unique_identifiers = {"class": "BenchTokenizer"}
+
+    ind = IndexedDataset(prefix)
+    cfg = GPTDatasetConfig(random_seed=1, sequence_length=S, split="1,0,0", tokenizer=Tok(),
+                           reset_position_ids=True, reset_attention_mask=False,
+                           eod_mask_loss=False, create_attention_mask=False,
+                           path_to_cache=os.path.join(os.path.dirname(prefix), "mcache2"))
+    ds = GPTDataset(ind, prefix, np.arange(len(ind), dtype=np.int32), (steps + 10) * B,
+                    Split.train, cfg)
+    dl = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=0, shuffle=False)
+    it = iter(dl)
+    for _ in range(5):
+        next(it)
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        b = next(it)
+        x, y = b["tokens"], b["labels"]
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def litdata_dir(prefix):
+    return os.path.join(os.path.dirname(prefix), "litdata-tokens")
+
+
+def _litdata_block(rng):
+    """litdata.optimize's fn: one block of the corpus's token stream (whole documents, as
+    Megatron's .bin holds them) as an int32 tensor (LitGPT's token dtype)."""
+    import numpy as np
+    import torch
+
+    path, lo, hi = rng
+    return torch.from_numpy(np.memmap(path, dtype=np.uint16, mode="r")[lo:hi].astype(np.int32))
+
+
+def prepare_litdata(prefix, block_tokens=4 << 20):
+    """The corpus's tokens through litdata.optimize, TokensLoader layout (done once)."""
+    import numpy as np
+    from litdata import TokensLoader, optimize
+
+    out = litdata_dir(prefix)
+    if os.path.exists(os.path.join(out, "index.json")):
+        return out
+    n = os.path.getsize(prefix + ".bin") // 2
+    assert np.dtype(np.uint16).itemsize == 2
+    inputs = [(prefix + ".bin", lo, min(n, lo + block_tokens)) for lo in range(0, n, block_tokens)]
+    optimize(fn=_litdata_block, inputs=inputs, output_dir=out, chunk_size=2049 * 8192,
+             item_loader=TokensLoader(), num_workers=1, mode="overwrite")
+    return out
+
+
+def one_litdata(prefix, S, B, steps):
+    from litdata import StreamingDataLoader, StreamingDataset, TokensLoader
+
+    ds = StreamingDataset(input_dir=litdata_dir(prefix), item_loader=TokensLoader(block_size=S + 1),
+                          shuffle=True, drop_last=True, seed=1)
+    dl = StreamingDataLoader(ds, batch_size=B, num_workers=0)
+    it = iter(dl)
+    for _ in range(5):
+        next(it)
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        b = next(it)
+        x, y = b[:, :-1], b[:, 1:]
+    assert x.shape == (B, S)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
 def stoker_json(args):
     import tempfile
 
@@ -145,7 +234,8 @@ def run_one(name, prefix, S, B, steps):
             f"import run_bench as r; w, c = r.one_{name.replace('-', '_').replace('stoker_py', 'stoker_py')}"
             f"({prefix!r}, {S}, {B}, {steps}); print(json.dumps([w, c]))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYDIR, os.path.join(ROOT, "python", "tests")]))
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env)
+    out = subprocess.run([PEER_PY if name in PEER_SIDES else PY, "-c", code], capture_output=True,
+                         text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{name}: {out.stderr[-2000:]}")
     w, c = json.loads(out.stdout.strip().splitlines()[-1])
@@ -320,9 +410,14 @@ def main():
     ap.add_argument("--baseline", help="another stoker binary, run as stoker-cpp-baseline and "
                     "stoker-baseline (index) in the same rotation")
     ap.add_argument("--only", help="delivery contenders to run, comma-separated")
+    default_peer = os.path.join(ROOT, ".venv-torch2", "bin", "python")
+    ap.add_argument("--peer-python", default=default_peer if os.path.exists(default_peer) else None,
+                    help="interpreter with torch >= 2, litdata and megatron-core for the litdata "
+                    "and megatron-torch2 sides (bench/install-torch2-peers.sh)")
     a = ap.parse_args()
-    global BASELINE
+    global BASELINE, PEER_PY
     BASELINE = a.baseline
+    PEER_PY = a.peer_python
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import make_corpus
 
@@ -336,15 +431,37 @@ def main():
     names = ["stoker-cpp", "stoker-py", "nanogpt", "megatron"]
     if BASELINE:
         names.insert(1, "stoker-cpp-baseline")
+    if PEER_PY and os.path.exists(PEER_PY):
+        names += list(PEER_SIDES)
+    else:
+        results["errors"] = {n: f"not run: no interpreter with torch >= 2 ({PEER_PY})" for n in PEER_SIDES}
     if a.only:
         names = [n for n in names if n in a.only.split(",")]
+    if "litdata" in names and not a.skip_delivery:
+        t0 = time.perf_counter()
+        code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+                f"import run_bench as r; r.prepare_litdata({prefix!r})")
+        p = subprocess.run([PEER_PY, "-c", code], capture_output=True, text=True)
+        if p.returncode != 0:  # reported, never dropped silently
+            results.setdefault("errors", {})["litdata"] = p.stderr[-3000:]
+            names.remove("litdata")
+            print(f"litdata: optimize failed:\n{p.stderr[-3000:]}", file=sys.stderr)
+        else:
+            print(f"litdata.optimize: {time.perf_counter() - t0:.1f} s (done once)", file=sys.stderr)
     for S in (() if a.skip_delivery else (2048, 8192)):
         steps = a.steps if S == 2048 else a.steps // 4
         rows = results["delivery"].setdefault(str(S), {})
         for rep in range(a.repeats):
             order = names[rep % len(names):] + names[:rep % len(names)]
             for n in order:
-                r = run_one(n, prefix, S, 8, steps)
+                try:
+                    r = run_one(n, prefix, S, 8, steps)
+                except RuntimeError as e:
+                    if n not in PEER_SIDES:
+                        raise
+                    results.setdefault("errors", {})[n] = str(e)[-3000:]  # reported, not faked
+                    print(f"S={S} rep {rep} {n} FAILED: {str(e)[-1500:]}", file=sys.stderr)
+                    continue
                 if isinstance(r, tuple):  # stoker-cpp and its in-process memcpy limit
                     r, mem = r
                     rows.setdefault("memcpy" if n == "stoker-cpp" else "memcpy-baseline-run", []).append(mem)
