@@ -18,7 +18,12 @@ Sides (I/O only: bytes of every sample, no decode):
   * raw GET        boto3 get_object of whole shards, --threads in parallel (the link's limit
                    for that many connections: what any reader can reach at best)
   * stoker         `stoker bench pipeline --data wds:s3://... --decode raw --threads N
-                   --no-shuffle` (read-ahead on: 8 MiB blocks)
+                   --no-shuffle`, with STOKER_S3_THREADS=N (the same number of connections
+                   as the raw GET side), read-ahead and look-ahead across shards on, the
+                   shards' indices from the local index cache (filled by one untimed run
+                   before the rounds: what every run after the first on a machine sees)
+  * stoker, first run  the same with the index cache off: each shard is scanned before the
+                   epoch reads it (the data crosses the link twice)
   * stoker no-RA   the same with STOKER_S3_BLOCK_MB=0 (one GET per sample and per header)
   * webdataset     webdataset.WebDataset over "pipe:curl -s <presigned URL>" per shard,
                    --threads DataLoader-style worker processes (each takes shards i::N)
@@ -128,6 +133,7 @@ def webdataset_run(urls, threads):
 
 
 COLORS = {"raw GET (link limit)": "#7f7f7f", "stoker": "#d62728", "stoker no read-ahead": "#ff9896",
+          "stoker, first run (scans)": "#e377c2",
           "webdataset (curl per shard)": "#1f77b4", "s3torchconnector": "#ff7f0e",
           "MosaicML Streaming": "#2ca02c", "LitData": "#9467bd", "stoker, local disk": "#8c564b"}
 
@@ -308,10 +314,16 @@ def main():
                     AWS_RESPONSE_CHECKSUM_VALIDATION="when_required")
     s3spec = f"wds:s3://{bucket}/{prefix}/train-{{00000..{len(tars) - 1:05d}}}.tar"
     local = f"wds:{shards}/train-{{00000..{len(tars) - 1:05d}}}.tar"
+    icache = os.path.join(a.work, "index-cache")
+    senv = dict(base, STOKER_S3_THREADS=str(a.threads), STOKER_INDEX_CACHE=icache)
+    stoker_run(s3spec, a.threads, senv)  # untimed: fills the index cache (no .idx beside them)
     sides = {
         "raw GET (link limit)": lambda: raw_get(proxy, bucket, keys, a.threads)[1],
-        "stoker": lambda: stoker_run(s3spec, a.threads, base),
-        "stoker no read-ahead": lambda: stoker_run(s3spec, a.threads, dict(base, STOKER_S3_BLOCK_MB="0")),
+        "stoker": lambda: stoker_run(s3spec, a.threads, senv),
+        "stoker, first run (scans)": lambda: stoker_run(
+            s3spec, a.threads, dict(senv, STOKER_INDEX_CACHE="off")),
+        "stoker no read-ahead": lambda: stoker_run(
+            s3spec, a.threads, dict(senv, STOKER_S3_BLOCK_MB="0", STOKER_INDEX_CACHE="off")),
         "webdataset (curl per shard)": lambda: webdataset_run(urls, a.threads)[1],
         "stoker, local disk": lambda: stoker_run(local, a.threads, base),
     }
