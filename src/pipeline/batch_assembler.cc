@@ -22,6 +22,7 @@ void BatchAssembler::Reset(int epoch, uint64_t index_base, uint64_t samples) {
 void BatchAssembler::Clear() {
   MutexLock l(&mu_);
   batches_.clear();
+  spare_raw_.clear();
 }
 
 void BatchAssembler::SetPrefetch(int prefetch) {
@@ -67,7 +68,14 @@ BatchState& BatchAssembler::ReserveLocked(uint64_t b) {
   bt.sample_indices.assign(bs.expected, 0);
   bt.raw.clear();
   bt.raw_offsets.clear();
-  if (lay_.raw) bs.raw_slots.resize(bs.expected);
+  if (lay_.raw) {
+    bs.raw_slots.resize(bs.expected);
+    for (auto& slot : bs.raw_slots) {
+      if (spare_raw_.empty()) break;
+      slot = std::move(spare_raw_.back());
+      spare_raw_.pop_back();
+    }
+  }
   return bs;
 }
 
@@ -89,28 +97,37 @@ BatchAssembler::Admit BatchAssembler::Next(const std::function<bool()>& active, 
 }
 
 void BatchAssembler::Finish(Item* it, const Status& err) {
+  BatchState* done = nullptr;
+  {
+    MutexLock l(&mu_);
+    BatchState& bs = *it->bs;
+    int slot = it->slot;
+    if (err.ok()) {
+      bs.ok[slot] = 1;
+      bs.batch->labels[slot] = it->label;
+      // The item's key is not used after this; the batch's old string keeps its capacity.
+      std::swap(bs.batch->keys[slot], it->sample.key);
+      bs.batch->sample_indices[slot] = it->index;
+    } else if (lay_.fail_on_error && it->pos < bs.error_pos) {
+      bs.error = err;
+      bs.error_pos = it->pos;
+    }
+    if (--bs.remaining == 0) done = &bs;  // std::map nodes do not move
+  }
+  if (!done) return;
+  Finalize(*done);
   MutexLock l(&mu_);
-  BatchState& bs = *it->bs;
-  int slot = it->slot;
-  if (err.ok()) {
-    bs.ok[slot] = 1;
-    bs.batch->labels[slot] = it->label;
-    bs.batch->keys[slot] = it->sample.key;
-    bs.batch->sample_indices[slot] = it->index;
-  } else if (lay_.fail_on_error && it->pos < bs.error_pos) {
-    bs.error = err;
-    bs.error_pos = it->pos;
+  if (lay_.raw) {
+    for (auto& slot : done->raw_slots) spare_raw_.push_back(std::move(slot));
+    done->raw_slots.clear();
   }
-  if (--bs.remaining == 0) {
-    FinalizeLocked(bs);
-    bs.ready = true;
-    last_ready_ns_ = clock_->NowNanos();
-    ready_cv_.SignalAll();
-  }
+  done->ready = true;
+  last_ready_ns_ = clock_->NowNanos();
+  ready_cv_.SignalAll();
 }
 
 // The batch's last sample is done: compacts skipped slots.
-void BatchAssembler::FinalizeLocked(BatchState& bs) {
+void BatchAssembler::Finalize(BatchState& bs) {
   int64_t t0 = clock_->NowNanos();
   Batch& bt = *bs.batch;
   const size_t ib = lay_.image_bytes;

@@ -93,8 +93,8 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   void SpawnWorker(std::string name, Body body) EXCLUDES(exit_mu_);
   void ReadLoop(int id);
   void DecodeLoop(int id);
-  bool DoDecode(Item* it, int worker);
-  void DoAugment(Item* it, int worker, ResizeScratch* scratch);
+  bool DoDecode(Item* it, int worker, CpuMeter* meter);
+  void DoAugment(Item* it, int worker, ResizeScratch* scratch, CpuMeter* meter);
   void TunerLoop();
   bool Active(int stage, int id) const { return targets_.Active(stage, id); }
   bool WaitActive(int stage, int id) { return targets_.WaitActive(stage, id, stop_); }
@@ -263,7 +263,13 @@ Status PipelineImpl::Init() {
   // A fixed thread count means N fused workers (what DataLoader's num_workers and DALI's
   // num_threads mean); auto runs read threads (sized for storage latency) in front of
   // compute threads (sized to the CPU budget), both tuned.
-  fused_ = opts_.fused || opts_.threads > 0;
+  // A stream source (Kafka: reads serialized per partition, max_read_threads() > 0) whose
+  // samples are carried raw runs fused too: there is nothing to decode, and the hand-off
+  // from read threads to a compute thread cost more than the sample itself (1 KB Kafka
+  // messages: 4 us per sample auto, under 2 us fused, bench/RESULTS.md).
+  const bool stream_raw = opts_.threads == 0 && opts_.mode == DecodeMode::kRaw &&
+                          ds_->max_read_threads() > 0;
+  fused_ = opts_.fused || opts_.threads > 0 || stream_raw;
   auto_threads_ = !fused_;
   int budget_threads = std::max(1, cpu_budget_.load());
   std::vector<TunableInt> th(2);  // [0] read (I/O), [1] compute (decode + augment)
@@ -275,6 +281,7 @@ Status PipelineImpl::Init() {
   th[1].value = budget_threads;
   if (fused_) {
     th[0].value = th[0].max = opts_.threads > 0 ? opts_.threads : budget_threads;
+    if (stream_raw) th[0].value = th[0].max = std::min(th[0].max, ds_->max_read_threads());
     th[1].value = th[1].max = 0;
   }
   TunableInt pf;
@@ -477,6 +484,7 @@ void PipelineImpl::Stop() {
 void PipelineImpl::ReadLoop(int id) {
   StageCounters& c = sc_[kRead];
   ResizeScratch scratch;  // fused mode
+  WorkerMeters meters;
   const int worker = id;
   for (;;) {
     if (!WaitActive(kRead, id)) break;
@@ -492,9 +500,9 @@ void PipelineImpl::ReadLoop(int id) {
     it->index = order_[it->pos];
     t0 = clock_->NowNanos();
     board_->Begin(worker, kRead, it->index, t0);
-    int64_t c0 = clock_->ThreadCpuNanos();
+    meters.read.Begin(clock_);
     Status st = ds_->Read(it->index, &it->sample);
-    c.cpu_ns += clock_->ThreadCpuNanos() - c0;
+    c.cpu_ns += meters.read.Charge(clock_);
     c.busy_ns += clock_->NowNanos() - t0;
     board_->End(worker);
     if (stop_) {  // stopped during the read (maybe detached): touch no batch
@@ -512,7 +520,8 @@ void PipelineImpl::ReadLoop(int id) {
     }
     if (fused_) {
       // One thread runs every stage for its sample: no hand-off between threads.
-      if (DoDecode(it.get(), worker)) DoAugment(it.get(), worker, &scratch);
+      if (DoDecode(it.get(), worker, &meters.decode))
+        DoAugment(it.get(), worker, &scratch, &meters.augment);
       PutItem(std::move(it));
       continue;
     }
@@ -526,13 +535,13 @@ void PipelineImpl::ReadLoop(int id) {
 
 // Runs the decode stage on one item with its metrics; false if the item was finished
 // (failed) here.
-bool PipelineImpl::DoDecode(Item* it, int worker) {
+bool PipelineImpl::DoDecode(Item* it, int worker, CpuMeter* meter) {
   StageCounters& c = sc_[kDecode];
   int64_t t1 = clock_->NowNanos();
   board_->Begin(worker, kDecode, it->index, t1);
-  int64_t c0 = clock_->ThreadCpuNanos();
+  meter->Begin(clock_);
   Status st = DecodeSample(opts_, epoch_, it);
-  c.cpu_ns += clock_->ThreadCpuNanos() - c0;
+  c.cpu_ns += meter->Charge(clock_);
   c.busy_ns += clock_->NowNanos() - t1;
   board_->End(worker);
   c.items++;
@@ -544,18 +553,18 @@ bool PipelineImpl::DoDecode(Item* it, int worker) {
   return true;
 }
 
-void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
+void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch, CpuMeter* meter) {
   StageCounters& c = sc_[kAugment];
   int64_t t1 = clock_->NowNanos();
   board_->Begin(worker, kAugment, it->index, t1);
-  int64_t c0 = clock_->ThreadCpuNanos();
+  meter->Begin(clock_);
   // The slot was reserved at admission: no lookup, no lock.
   BatchState& bs = *it->bs;
   std::vector<uint8_t>* raw_dst = opts_.mode == DecodeMode::kRaw ? &bs.raw_slots[it->slot] : nullptr;
   void* dst = raw_dst ? nullptr : static_cast<uint8_t*>(bs.batch->images) + it->slot * image_bytes_;
   size_t bytes = 0;
   Status st = AugmentSample(opts_, it, dst, raw_dst, scratch, &bytes);
-  c.cpu_ns += clock_->ThreadCpuNanos() - c0;
+  c.cpu_ns += meter->Charge(clock_);
   c.busy_ns += clock_->NowNanos() - t1;
   board_->End(worker);
   c.items++;
@@ -566,6 +575,7 @@ void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
 void PipelineImpl::DecodeLoop(int id) {
   StageCounters& c = sc_[kDecode];
   ResizeScratch scratch;
+  WorkerMeters meters;
   const int worker = targets_.max(kRead) + id;
   for (;;) {
     if (!WaitActive(kDecode, id)) break;
@@ -577,7 +587,8 @@ void PipelineImpl::DecodeLoop(int id) {
     if (!got) break;
     ItemPtr it = std::move(*got);
     // Augment on the same thread, while the decoded image is in this core's cache.
-    if (DoDecode(it.get(), worker)) DoAugment(it.get(), worker, &scratch);
+    if (DoDecode(it.get(), worker, &meters.decode))
+      DoAugment(it.get(), worker, &scratch, &meters.augment);
     PutItem(std::move(it));
   }
 }
