@@ -66,7 +66,10 @@ BatchState& BatchAssembler::ReserveLocked(uint64_t b) {
   bt.labels.assign(bs.expected, -1);
   bt.keys.resize(bs.expected);
   bt.sample_indices.assign(bs.expected, 0);
-  bt.raw.clear();
+  // bt.raw keeps its size from the batch buffer's last use: Finalize resizes it to this
+  // batch's bytes, zero-filling only growth (a clear() here had it zero-fill the whole
+  // batch before the copy overwrote it: a tenth of the time for 32 KB raw samples).
+  if (!lay_.raw) bt.raw.clear();
   bt.raw_offsets.clear();
   if (lay_.raw) {
     bs.raw_slots.resize(bs.expected);
