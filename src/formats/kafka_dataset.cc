@@ -594,7 +594,11 @@ class HeldByOffset {
       Held& h = q_[static_cast<size_t>(off - base_)];
       if (!h.m) return false;
       *out = std::move(h);
-      while (!q_.empty() && !q_.front().m) {
+      // Drop the taken front; a message held more than kMaxPad offsets behind this read
+      // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
+      // the deque spans at most that many offsets behind the reads.
+      while (!q_.empty() && (!q_.front().m || off - base_ > kMaxPad)) {
+        if (q_.front().m) other_.emplace(base_, std::move(q_.front()));
         q_.pop_front();
         ++base_;
       }
@@ -689,6 +693,25 @@ class KafkaDataset final : public Dataset {
                               client_->Where(), w.partition, w.begin, w.end, w.low, w.high));
     }
     return n;
+  }
+
+  // The mean size of the first kSizeSample messages of each partition's window: fixed data
+  // (offsets do not change), so every rank and every re-open finds the same. The messages
+  // read stay held for the reads that want them (no fetch is wasted).
+  double sample_bytes_estimate() const override {
+    constexpr int64_t kSizeSample = 8;
+    double bytes = 0, n = 0;
+    for (const auto& c : cursors_) {
+      MutexLock l(&c->mu);
+      for (int64_t o = c->win.begin; o < std::min(c->win.end, c->win.begin + kSizeSample); ++o) {
+        Held h;
+        if (!FetchLocked(c.get(), o, &h).ok()) return 0;  // unknown; the read will say why
+        bytes += static_cast<double>(h.m->len);
+        n += 1;
+        c->ahead.Put(o, std::move(h));
+      }
+    }
+    return n > 0 ? bytes / n : 0;
   }
 
   std::map<std::string, double> counters() const override {

@@ -221,6 +221,21 @@ Status PipelineImpl::Init() {
   plan_.shuffle = opts_.shuffle;
   plan_.global_shuffle = ds_->random_access_is_cheap();
   plan_.seed = opts_.seed;
+  if (opts_.shuffle && opts_.shuffle_buffer_mb > 0 && !plan_.global_shuffle) {
+    // A stream source holds what the buffer reads ahead: bound it in bytes too.
+    if (double per = ds_->sample_bytes_estimate(); per > 0) {
+      const double budget = static_cast<double>(opts_.shuffle_buffer_mb) * (1 << 20);
+      const size_t cap = static_cast<size_t>(std::max(1.0, std::floor(budget / per)));
+      if (cap < opts_.shuffle_buffer) {
+        std::string why = fmt::format(
+            "shuffle buffer {} -> {} samples: shuffle_buffer_mb={} of ~{:.0f} KB samples",
+            opts_.shuffle_buffer, cap, opts_.shuffle_buffer_mb, per / 1024);
+        opts_.shuffle_buffer = cap;  // options() reports the buffer in effect
+        MutexLock l(&stats_mu_);
+        tuning_.push_back({0.0, why});
+      }
+    }
+  }
   plan_.shuffle_buffer = opts_.shuffle_buffer;
   plan_.rank = rank_.rank;
   plan_.world_size = rank_.world_size;
