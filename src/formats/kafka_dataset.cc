@@ -566,18 +566,54 @@ Result<std::vector<KafkaPartitionWindow>> Resolve(Client* c) {
   return out;
 }
 
-// A message fetched ahead of the read that wants it.
+// A message, as fetched (`m`) or, when held for a later read, copied out (`copied`).
+// librdkafka's messages are slices of the fetch response they came in (about 1 MB): one
+// message kept alive keeps its whole response. A shuffle buffer holds messages scattered
+// over a span of offsets several times its size (an entry stays in the buffer for a
+// geometric number of draws), so holding librdkafka's messages pinned about 3.5x the
+// buffer's bytes (peak RSS 450 MB for a 64 MB buffer of 32 KB messages); the copy is the
+// one the sample needs anyway (its field takes the buffer without another copy).
 struct Held {
   rd_kafka_message_t* m = nullptr;
+  bool copied = false;
+  std::vector<uint8_t> value;  // copied: the value
+  std::string key;             // copied: the message key (has_key)
+  bool has_key = false;
+  int64_t timestamp = -1;      // copied: the message timestamp (ms)
   Held() = default;
   explicit Held(rd_kafka_message_t* x) : m(x) {}
-  Held(Held&& o) noexcept : m(o.m) { o.m = nullptr; }
+  Held(Held&& o) noexcept { *this = std::move(o); }
   Held& operator=(Held&& o) noexcept {
     std::swap(m, o.m);
+    std::swap(copied, o.copied);
+    value.swap(o.value);
+    key.swap(o.key);
+    std::swap(has_key, o.has_key);
+    std::swap(timestamp, o.timestamp);
     return *this;
   }
   ~Held() {
     if (m) rd_kafka_message_destroy(m);
+  }
+  explicit operator bool() const { return m || copied; }
+  const uint8_t* payload() const {
+    return m ? static_cast<const uint8_t*>(m->payload) : value.data();
+  }
+  size_t len() const { return m ? m->len : value.size(); }
+  // Copies the value (into `buf`, whose capacity is reused) and metadata out and releases
+  // the message.
+  void Detach(std::vector<uint8_t>&& buf) {
+    if (!m) return;
+    value = std::move(buf);
+    value.assign(static_cast<const uint8_t*>(m->payload),
+                 static_cast<const uint8_t*>(m->payload) + m->len);
+    has_key = m->key != nullptr;
+    if (has_key) key.assign(static_cast<const char*>(m->key), m->key_len);
+    rd_kafka_timestamp_type_t tt;
+    timestamp = rd_kafka_message_timestamp(m, &tt);
+    rd_kafka_message_destroy(m);
+    m = nullptr;
+    copied = true;
   }
 };
 
@@ -592,13 +628,13 @@ class HeldByOffset {
   bool Take(int64_t off, Held* out) {
     if (off >= base_ && off < base_ + static_cast<int64_t>(q_.size())) {
       Held& h = q_[static_cast<size_t>(off - base_)];
-      if (!h.m) return false;
+      if (!h) return false;
       *out = std::move(h);
       // Drop the taken front; a message held more than kMaxPad offsets behind this read
       // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
       // the deque spans at most that many offsets behind the reads.
-      while (!q_.empty() && (!q_.front().m || off - base_ > kMaxPad)) {
-        if (q_.front().m) other_.emplace(base_, std::move(q_.front()));
+      while (!q_.empty() && (!q_.front() || off - base_ > kMaxPad)) {
+        if (q_.front()) other_.emplace(base_, std::move(q_.front()));
         q_.pop_front();
         ++base_;
       }
@@ -616,7 +652,7 @@ class HeldByOffset {
     const int64_t end = base_ + static_cast<int64_t>(q_.size());
     if (off >= base_ && off < end) {
       Held& h = q_[static_cast<size_t>(off - base_)];
-      if (!h.m) h = std::move(m);
+      if (!h) h = std::move(m);
       return;
     }
     if (off >= end && off - end <= kMaxPad) {
@@ -697,7 +733,7 @@ class KafkaDataset final : public Dataset {
 
   // The mean size of the first kSizeSample messages of each partition's window: fixed data
   // (offsets do not change), so every rank and every re-open finds the same. The messages
-  // read stay held for the reads that want them (no fetch is wasted).
+  // read stay held for the reads that want them.
   double sample_bytes_estimate() const override {
     constexpr int64_t kSizeSample = 8;
     double bytes = 0, n = 0;
@@ -706,10 +742,14 @@ class KafkaDataset final : public Dataset {
       for (int64_t o = c->win.begin; o < std::min(c->win.end, c->win.begin + kSizeSample); ++o) {
         Held h;
         if (!FetchLocked(c.get(), o, &h).ok()) return 0;  // unknown; the read will say why
-        bytes += static_cast<double>(h.m->len);
+        bytes += static_cast<double>(h.len());
         n += 1;
+        h.Detach(TakeBuffer());
         c->ahead.Put(o, std::move(h));
       }
+      // Until the reads come here, do not let the client prefetch every partition
+      // (queued.max.messages.kbytes each); the stream restarts after what is held.
+      StopLocked(c.get());
     }
     return n > 0 ? bytes / n : 0;
   }
@@ -753,8 +793,10 @@ class KafkaDataset final : public Dataset {
       if (off + 1 == c->win.end) StopLocked(c);  // the window's last message: free the prefetch
     }
     messages_++;
-    bytes_ += h.m->len;
-    return Fill(c, off, h.m, out);
+    bytes_ += h.len();
+    Status st = Fill(c, off, &h, out);
+    if (h.copied) GiveBuffer(std::move(h.value));
+    return st;
   }
 
  private:
@@ -918,6 +960,7 @@ class KafkaDataset final : public Dataset {
         } else if (!again && mo < c->win.end) {
           // Before or after `off`: wanted soon by this or another thread (a shuffle buffer
           // reads a window of offsets out of order).
+          m.Detach(TakeBuffer());
           c->ahead.Put(mo, std::move(m));
         }
       }
@@ -977,7 +1020,21 @@ class KafkaDataset final : public Dataset {
                    c->win.partition, off, rd_kafka_err2str(e), what.empty() ? "" : ": " + what);
   }
 
-  Status Fill(const Cursor* c, int64_t off, const rd_kafka_message_t* m, Sample* out) const {
+  // Value buffers for held messages, recycled through the samples they are read into.
+  std::vector<uint8_t> TakeBuffer() const {
+    MutexLock l(&pool_mu_);
+    if (pool_.empty()) return {};
+    std::vector<uint8_t> b = std::move(pool_.back());
+    pool_.pop_back();
+    return b;
+  }
+  void GiveBuffer(std::vector<uint8_t>&& b) const {
+    if (b.capacity() == 0) return;
+    MutexLock l(&pool_mu_);
+    if (pool_.size() < 4096) pool_.push_back(std::move(b));
+  }
+
+  Status Fill(const Cursor* c, int64_t off, Held* h, Sample* out) const {
     const KafkaSpec& s = client_->spec();
     const int32_t partition = c->win.partition;
     // Key and location as the cursor's prefixes and the offset: no formatting per message
@@ -987,13 +1044,15 @@ class KafkaDataset final : public Dataset {
     (void)ec;
     out->key.assign(c->key_prefix).append(digits, end);
     out->location.assign(c->location_prefix).append(digits, end);
-    const uint8_t* v = static_cast<const uint8_t*>(m->payload);
-    size_t len = m->len;
+    const uint8_t* v = h->payload();
+    size_t len = h->len();
     auto put = [&](const std::string& name, const void* data, size_t n) {
       Field* f = out->AddField(name);
       f->data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
     };
-    if (s.value == KafkaSpec::kRaw) {
+    if (s.value == KafkaSpec::kRaw && h->copied) {
+      out->AddField(s.field)->data.swap(h->value);  // h->value: the field's old buffer
+    } else if (s.value == KafkaSpec::kRaw) {
       put(s.field, v, len);
     } else if (s.value == KafkaSpec::kStoker) {
       STOKER_RETURN_IF_ERROR(DecodeStokerSample(
@@ -1027,10 +1086,13 @@ class KafkaDataset final : public Dataset {
         if (name == "label" && x.is_number_integer()) out->label = x.get<int64_t>();
       }
     }
-    if (s.meta.count("key") && m->key) put("kafka.key", m->key, m->key_len);
+    if (s.meta.count("key")) {
+      if (h->m && h->m->key) put("kafka.key", h->m->key, h->m->key_len);
+      if (!h->m && h->has_key) put("kafka.key", h->key.data(), h->key.size());
+    }
     if (s.meta.count("timestamp")) {
       rd_kafka_timestamp_type_t tt;
-      std::string t = std::to_string(rd_kafka_message_timestamp(m, &tt));
+      std::string t = std::to_string(h->m ? rd_kafka_message_timestamp(h->m, &tt) : h->timestamp);
       put("kafka.timestamp", t.data(), t.size());
     }
     if (s.meta.count("offset")) {
@@ -1049,6 +1111,8 @@ class KafkaDataset final : public Dataset {
   std::vector<ShardInfo> shards_;
   std::vector<std::unique_ptr<Cursor>> cursors_;
   uint64_t size_ = 0;
+  mutable Mutex pool_mu_;
+  mutable std::vector<std::vector<uint8_t>> pool_ GUARDED_BY(pool_mu_);
   mutable std::atomic<uint64_t> messages_{0}, bytes_{0}, seeks_{0}, missing_{0};
   mutable std::atomic<int64_t> wait_ns_{0};
   // Messages consumed (any partition), and its value when a read last timed out (-1: never).
