@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker_testing import needs_ext
+from stoker_testing import needs_ext, stoker_binary
 
 pytestmark = needs_ext
 ck = pytest.importorskip("confluent_kafka")
@@ -408,3 +408,38 @@ def test_a_value_not_in_stokers_encoding_is_named(bootstrap):
         _epoch(p)
     msg = str(e.value)
     assert topic in msg and "offset 0" in msg and "not in stoker's sample encoding" in msg, msg
+
+
+def test_bench_pipeline_html_report_shows_kafka_lag_and_fetch_wait(bootstrap, tmp_path):
+    import re
+    import subprocess
+    binary = stoker_binary()
+    if binary is None:
+        pytest.skip("the stoker CLI is not built")
+    topic = _topic(bootstrap, 3)
+    _produce(bootstrap, topic, _values(3000), 3)
+    # A window that ends before the high watermark, so the lag at the end is known:
+    # 3000 messages, 1000 per partition; the window reads offsets 0-599 of each.
+    out = tmp_path / "report.html"
+    subprocess.run([binary, "bench", "pipeline", "--quiet", "--decode", "raw", "--batch-size",
+                    "16", "--epochs", "2", "--data", f"kafka://{bootstrap}/{topic}?end=600",
+                    "--html", str(out)], check=True)
+    page = out.read_text()
+    assert "<h2>Kafka</h2>" in page
+    kafka = page[page.index("<h2>Kafka</h2>"):]
+    assert re.search(r"messages read</th><td>3600<", kafka)  # two epochs of 3 x 600
+    assert re.search(r"fetch wait</th><td>\d+\.\d+ s", kafka)
+    for part in range(3):  # each partition's lag: 1000 - 600 delivered
+        assert f"<tr><td>{part}</td><td>400</td></tr>" in kafka
+    assert "Kafka lag per partition" in kafka and "<svg" in kafka
+    assert all(f"partition {q}" in kafka for q in range(3))
+    assert "Kafka fetch wait" in kafka
+    # A source that is not Kafka has no Kafka section.
+    from stoker_testing import write_image_folder
+    folder = tmp_path / "images"
+    write_image_folder(str(folder), classes=2, per_class=4)
+    other = tmp_path / "other.html"
+    subprocess.run([binary, "bench", "pipeline", "--quiet", "--decode", "raw", "--batch-size",
+                    "4", "--data", str(folder), "--html", str(other)], check=True)
+    assert "<h1>stoker bench pipeline</h1>" in other.read_text()
+    assert "Kafka" not in other.read_text()
