@@ -571,8 +571,9 @@ Result<std::vector<KafkaPartitionWindow>> Resolve(Client* c) {
 // message kept alive keeps its whole response. A shuffle buffer holds messages scattered
 // over a span of offsets several times its size (an entry stays in the buffer for a
 // geometric number of draws), so holding librdkafka's messages pinned about 3.5x the
-// buffer's bytes (peak RSS 450 MB for a 64 MB buffer of 32 KB messages); the copy is the
-// one the sample needs anyway (its field takes the buffer without another copy).
+// buffer's bytes (peak RSS 450 MB for a 64 MB buffer of 32 KB messages). So when reads
+// jump (not in offset order) held messages are copied out; the copy is the one the sample
+// needs anyway (its field takes the buffer without another copy).
 struct Held {
   rd_kafka_message_t* m = nullptr;
   bool copied = false;
@@ -788,6 +789,9 @@ class KafkaDataset final : public Dataset {
     Held h;
     {
       MutexLock l(&c->mu);
+      // Near the last read (threads interleave a little): reading in offset order.
+      c->reads_in_order = c->last_read >= 0 && off >= c->last_read - 64 && off <= c->last_read + 64;
+      c->last_read = off;
       STOKER_RETURN_IF_ERROR(FetchLocked(c, off, &h));
       c->delivered_max = std::max(c->delivered_max, off);
       if (off + 1 == c->win.end) StopLocked(c);  // the window's last message: free the prefetch
@@ -809,6 +813,8 @@ class KafkaDataset final : public Dataset {
     HeldByOffset ahead GUARDED_BY(mu);  // fetched, not read yet
     std::map<int64_t, int64_t> gaps GUARDED_BY(mu);  // missing [begin, end)
     int64_t delivered_max GUARDED_BY(mu) = -1;
+    int64_t last_read GUARDED_BY(mu) = -1;  // the offset the last Read asked for
+    bool reads_in_order GUARDED_BY(mu) = false;
     // Offsets the stream delivered in this pass, as disjoint [begin, end) intervals (mostly
     // one: the stream reads forward, restarts are rare).
     std::map<int64_t, int64_t> covered GUARDED_BY(mu);
@@ -935,7 +941,7 @@ class KafkaDataset final : public Dataset {
                        rd_kafka_err2str(rd_kafka_last_error()));
       }
       Status st;
-      bool got = false, restarted = false;
+      bool got = false, restarted = false, progressed = false;
       for (ssize_t i = 0; i < n; ++i) {
         Held m(batch[i]);
         if (!st.ok() || restarted) continue;  // an error or a restart drops the rest
@@ -951,7 +957,7 @@ class KafkaDataset final : public Dataset {
         if (mo < c->next) continue;  // already seen (a restart re-delivers)
         if (mo > c->next) NoteGap(c, c->next, mo);
         c->next = mo + 1;
-        last_progress = Clock::now();
+        progressed = true;
         progress_++;
         bool again = Cover(c, mo);  // held or read already in this pass
         if (mo == off) {
@@ -960,10 +966,14 @@ class KafkaDataset final : public Dataset {
         } else if (!again && mo < c->win.end) {
           // Before or after `off`: wanted soon by this or another thread (a shuffle buffer
           // reads a window of offsets out of order).
-          m.Detach(TakeBuffer());
+          // Reads in offset order take it soon: keep librdkafka's message (the copy into
+          // the sample is then made outside this lock). Reads that jump (a shuffle
+          // buffer) may hold it long: copy it out, not to pin its fetch response.
+          if (!c->reads_in_order) m.Detach(TakeBuffer());
           c->ahead.Put(mo, std::move(m));
         }
       }
+      if (progressed) last_progress = Clock::now();
       if (st.ok() && !got && c->started && c->next > off) {
         // The stream went past `off` without it: a gap.
         for (const auto& [b, e] : c->gaps)
