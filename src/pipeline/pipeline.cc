@@ -504,10 +504,12 @@ void PipelineImpl::ReadLoop(int id) {
   ResizeScratch scratch;  // fused mode
   WorkerMeters meters;
   const int worker = id;
+  int64_t done_at = -1;  // fused: when the last item's augment ended (one clock read less)
   for (;;) {
     if (!WaitActive(kRead, id)) break;
     ItemPtr it = GetItem();
-    int64_t t0 = clock_->NowNanos();
+    int64_t t0 = done_at >= 0 ? done_at : clock_->NowNanos();
+    done_at = -1;
     BatchAssembler::Admit a = asm_->Next([&] { return Active(kRead, id); }, it.get());
     int64_t t1 = clock_->NowNanos();
     c.wait_out_ns += t1 - t0;
@@ -540,8 +542,10 @@ void PipelineImpl::ReadLoop(int id) {
     }
     if (fused_) {
       // One thread runs every stage for its sample: no hand-off between threads.
-      if (DoDecode(it.get(), worker, &meters.decode, &now))
+      if (DoDecode(it.get(), worker, &meters.decode, &now)) {
         DoAugment(it.get(), worker, &scratch, &meters.augment, &now);
+        done_at = now;
+      }
       PutItem(std::move(it));
       continue;
     }
