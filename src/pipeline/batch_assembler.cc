@@ -14,6 +14,7 @@ void BatchAssembler::Reset(int epoch, uint64_t index_base, uint64_t samples) {
   num_batches_ = (samples + lay_.batch_size - 1) / lay_.batch_size;
   next_pos_ = 0;
   consumer_batch_ = 0;
+  ready_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return finalizing_ == 0; });
   batches_.clear();
   fatal_ = Status::OK();
   last_ready_ns_ = clock_->NowNanos();
@@ -21,6 +22,8 @@ void BatchAssembler::Reset(int epoch, uint64_t index_base, uint64_t samples) {
 
 void BatchAssembler::Clear() {
   MutexLock l(&mu_);
+  // A worker Stop() detached may still be finalizing a batch (without the lock).
+  ready_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return finalizing_ == 0; });
   batches_.clear();
   spare_raw_.clear();
 }
@@ -115,11 +118,15 @@ void BatchAssembler::Finish(Item* it, const Status& err) {
       bs.error = err;
       bs.error_pos = it->pos;
     }
-    if (--bs.remaining == 0) done = &bs;  // std::map nodes do not move
+    if (--bs.remaining == 0) {
+      done = &bs;  // std::map nodes do not move
+      ++finalizing_;
+    }
   }
   if (!done) return;
   Finalize(*done);
   MutexLock l(&mu_);
+  --finalizing_;
   if (lay_.raw) {
     for (auto& slot : done->raw_slots) spare_raw_.push_back(std::move(slot));
     done->raw_slots.clear();

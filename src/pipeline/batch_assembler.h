@@ -102,6 +102,7 @@ class BatchAssembler {
   uint64_t next_pos_ GUARDED_BY(mu_) = 0;
   uint64_t consumer_batch_ GUARDED_BY(mu_) = 0;
   std::map<uint64_t, BatchState> batches_ GUARDED_BY(mu_);
+  int finalizing_ GUARDED_BY(mu_) = 0;  // batches in Finalize: Reset and Clear wait for them
   // Raw slot buffers of finalized batches, handed to new ones: their capacity stays, so
   // steady state allocates no fresh pages per sample (kRaw).
   std::vector<std::vector<uint8_t>> spare_raw_ GUARDED_BY(mu_);
