@@ -627,9 +627,9 @@ class HeldByOffset {
  public:
   // Moves the message at `off` into *out; false when it is not held.
   bool Take(int64_t off, Held* out) {
-    if (off >= base_ && off < base_ + static_cast<int64_t>(q_.size())) {
+    if (off >= base_ && off < base_ + static_cast<int64_t>(q_.size()) &&
+        q_[static_cast<size_t>(off - base_)]) {
       Held& h = q_[static_cast<size_t>(off - base_)];
-      if (!h) return false;
       *out = std::move(h);
       // Drop the taken front; a message held more than kMaxPad offsets behind this read
       // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
@@ -641,7 +641,8 @@ class HeldByOffset {
       }
       return true;
     }
-    auto it = other_.find(off);
+    if (other_.empty()) return false;
+    auto it = other_.find(off);  // below the deque, or put there past a gap
     if (it == other_.end()) return false;
     *out = std::move(it->second);
     other_.erase(it);
