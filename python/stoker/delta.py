@@ -18,6 +18,7 @@ With several ranks (torch.distributed initialized), rank 0 picks the version and
 it, so every rank reads the same snapshot. See docs/delta.md.
 """
 
+import sys
 from ._errors import _ext, bad_argument
 
 _FOLLOW = ("snapshot", "new")
@@ -43,6 +44,11 @@ def split_spec(source):
 
 def _agreed(value):
     """Rank 0's value on every rank when torch.distributed runs several ranks."""
+    # Not imported, torch cannot have initialized a process group: do not import it (about
+    # 1 s and hundreds of MB at every Kafka or Delta open of a job that does not use torch).
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return value
     try:
         import torch.distributed as dist
     except ImportError:

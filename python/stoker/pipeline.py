@@ -520,7 +520,8 @@ class Pipeline:
 
     def _identity(self):
         return {"seed": self._options["seed"], "shuffle": self._options["shuffle"],
-                "shuffle_buffer": self._options["shuffle_buffer"],
+                # The buffer in effect (shuffle_buffer_mb may bound it for a stream source).
+                "shuffle_buffer": self._p.options["shuffle_buffer"],
                 "dataset_size": self.dataset_size, "dataset_fingerprint": self._p.fingerprint}
 
     def state_dict(self):

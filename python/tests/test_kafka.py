@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker_testing import needs_ext
+from stoker_testing import needs_ext, stoker_binary
 
 pytestmark = needs_ext
 ck = pytest.importorskip("confluent_kafka")
@@ -99,6 +99,48 @@ def test_every_message_once_per_epoch_with_its_bytes(bootstrap):
     assert list(first) != list(second), "the shuffle did not change the order between epochs"
     c = p.stats()["source"]["counters"]
     assert c["kafka_messages"] == 600 and c["kafka_missing_offsets"] == 0
+
+
+def test_shuffle_buffer_is_bounded_in_bytes_and_resumes_exactly(bootstrap):
+    # 96 messages of 64 KB on 2 partitions; shuffle_buffer_mb=1 holds 16 of them, not the
+    # 8192 samples the buffer counts by default.
+    topic = _topic(bootstrap, 2)
+    vals = [bytes([i]) * (64 << 10) for i in range(96)]
+    _produce(bootstrap, topic, vals, 2)
+    want = _expected(topic, vals, 2)
+    p = _pipe(bootstrap, topic, shuffle_buffer_mb=1, seed=3)
+    assert p.state_dict()["shuffle_buffer"] == 16
+    assert any("shuffle buffer 8192 -> 16" in t["what"] for t in p.stats()["tuning"])
+    order = []
+    head = {}
+    it = iter(p)
+    for _ in range(4):
+        b = next(it)
+        order += b["key"]
+        for k, key in enumerate(b["key"]):
+            head[key] = bytes(b["data"][b["offsets"][k]:b["offsets"][k + 1]])
+    state = p.state_dict()
+    assert state["shuffle_buffer"] == 16
+    for b in it:
+        order += b["key"]
+    assert sorted(order) == sorted(want)
+    # The same seed gives the same order in a fresh pipeline (the estimate is the same).
+    q = _pipe(bootstrap, topic, shuffle_buffer_mb=1, seed=3)
+    assert [k for b in q for k in b["key"]] == order
+    # Resume from the state: exactly the rest, in the same order.
+    r = _pipe(bootstrap, topic, shuffle_buffer_mb=1, seed=3)
+    r.load_state_dict(state)
+    rest = _epoch(r)
+    assert list(rest) == order[32:]
+    assert {**head, **rest} == want
+    # Another byte bound changes the order, so the state says it does not fit.
+    s = _pipe(bootstrap, topic, shuffle_buffer_mb=2, seed=3)
+    assert s.state_dict()["shuffle_buffer"] == 32
+    with pytest.raises(Exception, match="shuffle_buffer"):
+        s.load_state_dict(state)
+    # Without shuffling nothing is estimated or held.
+    u = _pipe(bootstrap, topic, shuffle=False, shuffle_buffer_mb=1)
+    assert u.state_dict()["shuffle_buffer"] == 8192
 
 
 def test_ranks_split_the_window_with_equal_batches(bootstrap):
@@ -366,3 +408,38 @@ def test_a_value_not_in_stokers_encoding_is_named(bootstrap):
         _epoch(p)
     msg = str(e.value)
     assert topic in msg and "offset 0" in msg and "not in stoker's sample encoding" in msg, msg
+
+
+def test_bench_pipeline_html_report_shows_kafka_lag_and_fetch_wait(bootstrap, tmp_path):
+    import re
+    import subprocess
+    binary = stoker_binary()
+    if binary is None:
+        pytest.skip("the stoker CLI is not built")
+    topic = _topic(bootstrap, 3)
+    _produce(bootstrap, topic, _values(3000), 3)
+    # A window that ends before the high watermark, so the lag at the end is known:
+    # 3000 messages, 1000 per partition; the window reads offsets 0-599 of each.
+    out = tmp_path / "report.html"
+    subprocess.run([binary, "bench", "pipeline", "--quiet", "--decode", "raw", "--batch-size",
+                    "16", "--epochs", "2", "--data", f"kafka://{bootstrap}/{topic}?end=600",
+                    "--html", str(out)], check=True)
+    page = out.read_text()
+    assert "<h2>Kafka</h2>" in page
+    kafka = page[page.index("<h2>Kafka</h2>"):]
+    assert re.search(r"messages read</th><td>3600<", kafka)  # two epochs of 3 x 600
+    assert re.search(r"fetch wait</th><td>\d+\.\d+ s", kafka)
+    for part in range(3):  # each partition's lag: 1000 - 600 delivered
+        assert f"<tr><td>{part}</td><td>400</td></tr>" in kafka
+    assert "Kafka lag per partition" in kafka and "<svg" in kafka
+    assert all(f"partition {q}" in kafka for q in range(3))
+    assert "Kafka fetch wait" in kafka
+    # A source that is not Kafka has no Kafka section.
+    from stoker_testing import write_image_folder
+    folder = tmp_path / "images"
+    write_image_folder(str(folder), classes=2, per_class=4)
+    other = tmp_path / "other.html"
+    subprocess.run([binary, "bench", "pipeline", "--quiet", "--decode", "raw", "--batch-size",
+                    "4", "--data", str(folder), "--html", str(other)], check=True)
+    assert "<h1>stoker bench pipeline</h1>" in other.read_text()
+    assert "Kafka" not in other.read_text()

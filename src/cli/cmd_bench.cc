@@ -8,6 +8,7 @@
 #include "cli/pipeline_flags.h"
 #include "cli/progress.h"
 #include "io/fault_env.h"
+#include "pipeline/stats_html.h"
 #include "pipeline/stats_json.h"
 
 namespace stoker::cli {
@@ -16,7 +17,7 @@ namespace {
 struct BenchPipelineArgs {
   PipelineFlags p;
   int epochs = 1;
-  std::string json, keys_out;
+  std::string json, keys_out, html;
   bool quiet = false;
   // A slow source for benches of the cache (docs/cache.md): every read of the dataset
   // waits this long, and all reads share a link of this bandwidth (0 = off).
@@ -48,6 +49,18 @@ int RunBenchPipeline(const BenchPipelineArgs& a) {
   Progress prog("bench pipeline", p.batches_per_epoch() * a.epochs);
   uint64_t done = 0;
   volatile uint64_t sink = 0;
+  // --html: the source's counters (a Kafka source's lag per partition, fetch wait) and the
+  // samples delivered, every 100 ms, for the report's charts.
+  std::vector<StatsPoint> points;
+  const int64_t t_run = Clock::Real()->NowNanos();
+  int64_t next_point = t_run;
+  uint64_t delivered = 0;
+  auto look = [&] {
+    PipelineStats now = p.Stats();
+    points.push_back({(Clock::Real()->NowNanos() - t_run) * 1e-9, delivered,
+                      std::move(now.source_counters)});
+  };
+  if (!a.html.empty()) look();
   Status failure;
   for (int e = 0; e < a.epochs && failure.ok(); ++e) {
     Status st = p.StartEpoch(e);
@@ -67,11 +80,17 @@ int RunBenchPipeline(const BenchPipelineArgs& a) {
       }
       if (keys)
         for (const auto& k : bt.keys) std::fprintf(keys, "%s\n", k.c_str());
+      delivered += bt.size;
+      if (!a.html.empty() && Clock::Real()->NowNanos() >= next_point) {
+        look();
+        next_point = Clock::Real()->NowNanos() + 100'000'000;
+      }
       prog.Update(++done);
     }
   }
   prog.Done();
   if (keys) std::fclose(keys);
+  if (!a.html.empty()) look();
   PipelineStats st = p.Stats();
   p.Stop();
   struct rusage ru;
@@ -128,6 +147,16 @@ int RunBenchPipeline(const BenchPipelineArgs& a) {
     f << StatsToJson(st, &run) << "\n";
     if (!f) return Fail(IOError("cannot write {}", a.json));
   }
+  if (!a.html.empty()) {
+    StatsRunInfo run;
+    run.data = opts->data;
+    run.epochs = a.epochs;
+    run.batch_size = opts->batch_size;
+    run.peak_rss_bytes = ru.ru_maxrss * 1024L;
+    std::ofstream f(a.html);
+    f << StatsToHtml(st, run, points);
+    if (!f) return Fail(IOError("cannot write {}", a.html));
+  }
   if (!failure.ok()) return Fail(failure);
   return 0;
 }
@@ -141,6 +170,10 @@ void RegisterBenchCommands(CLI::App& app, CLI::App& bench) {
   cmd->add_option("--epochs", args->epochs, "epochs to run")->capture_default_str();
   cmd->add_option("--json", args->json, "write metrics as JSON");
   cmd->add_option("--keys-out", args->keys_out, "write delivered sample keys, one per line");
+  cmd->add_option("--html", args->html,
+                  "write an HTML report: summary, stages, throughput over the run, the node "
+                  "cache, the source's counters, and for a Kafka topic the lag per partition "
+                  "and the fetch wait over the run");
   cmd->add_flag("--quiet", args->quiet, "print nothing but errors");
   cmd->add_option("--source-latency-ms", args->source_latency_ms,
                   "bench a slow source: add this latency to every read of the dataset");

@@ -83,6 +83,12 @@ class Dataset {
   // partition are serialized (Kafka) returns its partition count: more threads only wait
   // on each other, and that wait would look like I/O to the thread tuner.
   virtual int max_read_threads() const { return 0; }
+  // Sources that hold the samples a shuffle buffer reads ahead of the order (a stream:
+  // Kafka) estimate a sample's bytes here, the same on every rank and every open of the
+  // same data (0: unknown, or nothing is held), so that the pipeline can bound the buffer
+  // in bytes (PipelineOptions::shuffle_buffer_mb) and the order stay a pure function of
+  // the seed. May read from the source.
+  virtual double sample_bytes_estimate() const { return 0; }
 };
 
 struct DatasetOptions {

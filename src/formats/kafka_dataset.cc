@@ -5,10 +5,12 @@
 #include <cctype>
 #include <cerrno>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <nlohmann/json.hpp>
 
 #include "core/mutex.h"
@@ -564,19 +566,114 @@ Result<std::vector<KafkaPartitionWindow>> Resolve(Client* c) {
   return out;
 }
 
-// A message fetched ahead of the read that wants it.
+// A message, as fetched (`m`) or, when held for a later read, copied out (`copied`).
+// librdkafka's messages are slices of the fetch response they came in (about 1 MB): one
+// message kept alive keeps its whole response. A shuffle buffer holds messages scattered
+// over a span of offsets several times its size (an entry stays in the buffer for a
+// geometric number of draws), so holding librdkafka's messages pinned about 3.5x the
+// buffer's bytes (peak RSS 450 MB for a 64 MB buffer of 32 KB messages). So when reads
+// jump (not in offset order) held messages are copied out; the copy is the one the sample
+// needs anyway (its field takes the buffer without another copy).
 struct Held {
   rd_kafka_message_t* m = nullptr;
+  bool copied = false;
+  std::vector<uint8_t> value;  // copied: the value
+  std::string key;             // copied: the message key (has_key)
+  bool has_key = false;
+  int64_t timestamp = -1;      // copied: the message timestamp (ms)
   Held() = default;
   explicit Held(rd_kafka_message_t* x) : m(x) {}
-  Held(Held&& o) noexcept : m(o.m) { o.m = nullptr; }
+  Held(Held&& o) noexcept { *this = std::move(o); }
   Held& operator=(Held&& o) noexcept {
     std::swap(m, o.m);
+    std::swap(copied, o.copied);
+    value.swap(o.value);
+    key.swap(o.key);
+    std::swap(has_key, o.has_key);
+    std::swap(timestamp, o.timestamp);
     return *this;
   }
   ~Held() {
     if (m) rd_kafka_message_destroy(m);
   }
+  explicit operator bool() const { return m || copied; }
+  const uint8_t* payload() const {
+    return m ? static_cast<const uint8_t*>(m->payload) : value.data();
+  }
+  size_t len() const { return m ? m->len : value.size(); }
+  // Copies the value (into `buf`, whose capacity is reused) and metadata out and releases
+  // the message.
+  void Detach(std::vector<uint8_t>&& buf) {
+    if (!m) return;
+    value = std::move(buf);
+    value.assign(static_cast<const uint8_t*>(m->payload),
+                 static_cast<const uint8_t*>(m->payload) + m->len);
+    has_key = m->key != nullptr;
+    if (has_key) key.assign(static_cast<const char*>(m->key), m->key_len);
+    rd_kafka_timestamp_type_t tt;
+    timestamp = rd_kafka_message_timestamp(m, &tt);
+    rd_kafka_message_destroy(m);
+    m = nullptr;
+    copied = true;
+  }
+};
+
+// Messages fetched ahead of the reads that want them, by offset. A partition's stream
+// delivers rising offsets, so they are kept in a deque indexed by offset - base (no node
+// allocation or tree rebalancing per message: a std::map here cost a tenth of a 1 KB
+// message's time); an offset below base (a restarted stream) or far past the end (a gap)
+// goes to a map.
+class HeldByOffset {
+ public:
+  // Moves the message at `off` into *out; false when it is not held.
+  bool Take(int64_t off, Held* out) {
+    if (off >= base_ && off < base_ + static_cast<int64_t>(q_.size()) &&
+        q_[static_cast<size_t>(off - base_)]) {
+      Held& h = q_[static_cast<size_t>(off - base_)];
+      *out = std::move(h);
+      // Drop the taken front; a message held more than kMaxPad offsets behind this read
+      // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
+      // the deque spans at most that many offsets behind the reads.
+      while (!q_.empty() && (!q_.front() || off - base_ > kMaxPad)) {
+        if (q_.front()) other_.emplace(base_, std::move(q_.front()));
+        q_.pop_front();
+        ++base_;
+      }
+      return true;
+    }
+    if (other_.empty()) return false;
+    auto it = other_.find(off);  // below the deque, or put there past a gap
+    if (it == other_.end()) return false;
+    *out = std::move(it->second);
+    other_.erase(it);
+    return true;
+  }
+  // Holds `m` at `off` unless a message is held there already (the first is kept).
+  void Put(int64_t off, Held&& m) {
+    if (q_.empty()) base_ = off;
+    const int64_t end = base_ + static_cast<int64_t>(q_.size());
+    if (off >= base_ && off < end) {
+      Held& h = q_[static_cast<size_t>(off - base_)];
+      if (!h) h = std::move(m);
+      return;
+    }
+    if (off >= end && off - end <= kMaxPad) {
+      while (base_ + static_cast<int64_t>(q_.size()) < off) q_.emplace_back();
+      q_.push_back(std::move(m));
+      return;
+    }
+    other_.emplace(off, std::move(m));
+  }
+  void Clear() {
+    q_.clear();
+    other_.clear();
+  }
+
+ private:
+  static constexpr int64_t kMaxPad = 4096;
+  std::deque<Held> q_;
+  int64_t base_ = 0;
+  std::map<int64_t, Held> other_;
 };
 
 class KafkaDataset final : public Dataset {
@@ -595,6 +692,9 @@ class KafkaDataset final : public Dataset {
       shards_.push_back(s);
       cursors_.push_back(std::make_unique<Cursor>());
       cursors_.back()->win = win;
+      cursors_.back()->key_prefix = fmt::format("{}/{}/", client_->spec().topic, win.partition);
+      cursors_.back()->location_prefix =
+          fmt::format("kafka {} partition {} offset ", client_->Where(), win.partition);
     }
     size_ = n;
   }
@@ -602,7 +702,7 @@ class KafkaDataset final : public Dataset {
     for (auto& c : cursors_) {
       MutexLock l(&c->mu);
       StopLocked(c.get());
-      c->ahead.clear();
+      c->ahead.Clear();
     }
   }
 
@@ -631,6 +731,29 @@ class KafkaDataset final : public Dataset {
                               client_->Where(), w.partition, w.begin, w.end, w.low, w.high));
     }
     return n;
+  }
+
+  // The mean size of the first kSizeSample messages of each partition's window: fixed data
+  // (offsets do not change), so every rank and every re-open finds the same. The messages
+  // read stay held for the reads that want them.
+  double sample_bytes_estimate() const override {
+    constexpr int64_t kSizeSample = 8;
+    double bytes = 0, n = 0;
+    for (const auto& c : cursors_) {
+      MutexLock l(&c->mu);
+      for (int64_t o = c->win.begin; o < std::min(c->win.end, c->win.begin + kSizeSample); ++o) {
+        Held h;
+        if (!FetchLocked(c.get(), o, &h).ok()) return 0;  // unknown; the read will say why
+        bytes += static_cast<double>(h.len());
+        n += 1;
+        h.Detach(TakeBuffer());
+        c->ahead.Put(o, std::move(h));
+      }
+      // Until the reads come here, do not let the client prefetch every partition
+      // (queued.max.messages.kbytes each); the stream restarts after what is held.
+      StopLocked(c.get());
+    }
+    return n > 0 ? bytes / n : 0;
   }
 
   std::map<std::string, double> counters() const override {
@@ -667,24 +790,32 @@ class KafkaDataset final : public Dataset {
     Held h;
     {
       MutexLock l(&c->mu);
+      // Near the last read (threads interleave a little): reading in offset order.
+      c->reads_in_order = c->last_read >= 0 && off >= c->last_read - 64 && off <= c->last_read + 64;
+      c->last_read = off;
       STOKER_RETURN_IF_ERROR(FetchLocked(c, off, &h));
       c->delivered_max = std::max(c->delivered_max, off);
       if (off + 1 == c->win.end) StopLocked(c);  // the window's last message: free the prefetch
     }
     messages_++;
-    bytes_ += h.m->len;
-    return Fill(c->win.partition, off, h.m, out);
+    bytes_ += h.len();
+    Status st = Fill(c, off, &h, out);
+    if (h.copied) GiveBuffer(std::move(h.value));
+    return st;
   }
 
  private:
   struct Cursor {
     KafkaPartitionWindow win;
+    std::string key_prefix, location_prefix;  // "TOPIC/P/", "kafka ... partition P offset "
     Mutex mu;
     bool started GUARDED_BY(mu) = false;
     int64_t next GUARDED_BY(mu) = -1;          // offset the consumer's stream delivers next
-    std::map<int64_t, Held> ahead GUARDED_BY(mu);  // fetched, not read yet
+    HeldByOffset ahead GUARDED_BY(mu);  // fetched, not read yet
     std::map<int64_t, int64_t> gaps GUARDED_BY(mu);  // missing [begin, end)
     int64_t delivered_max GUARDED_BY(mu) = -1;
+    int64_t last_read GUARDED_BY(mu) = -1;  // the offset the last Read asked for
+    bool reads_in_order GUARDED_BY(mu) = false;
     // Offsets the stream delivered in this pass, as disjoint [begin, end) intervals (mostly
     // one: the stream reads forward, restarts are rare).
     std::map<int64_t, int64_t> covered GUARDED_BY(mu);
@@ -776,11 +907,7 @@ class KafkaDataset final : public Dataset {
   // Moves the message at `off` into *h, consuming forward (or restarting the partition's
   // stream there) as needed.
   Status FetchLocked(Cursor* c, int64_t off, Held* h) const REQUIRES(c->mu) {
-    if (auto it = c->ahead.find(off); it != c->ahead.end()) {
-      *h = std::move(it->second);
-      c->ahead.erase(it);
-      return Status::OK();
-    }
+    if (c->ahead.Take(off, h)) return Status::OK();
     for (const auto& [b, e] : c->gaps) {
       if (off >= b && off < e) return Missing(c, off, b, e);
     }
@@ -815,7 +942,7 @@ class KafkaDataset final : public Dataset {
                        rd_kafka_err2str(rd_kafka_last_error()));
       }
       Status st;
-      bool got = false, restarted = false;
+      bool got = false, restarted = false, progressed = false;
       for (ssize_t i = 0; i < n; ++i) {
         Held m(batch[i]);
         if (!st.ok() || restarted) continue;  // an error or a restart drops the rest
@@ -831,7 +958,7 @@ class KafkaDataset final : public Dataset {
         if (mo < c->next) continue;  // already seen (a restart re-delivers)
         if (mo > c->next) NoteGap(c, c->next, mo);
         c->next = mo + 1;
-        last_progress = Clock::now();
+        progressed = true;
         progress_++;
         bool again = Cover(c, mo);  // held or read already in this pass
         if (mo == off) {
@@ -840,9 +967,14 @@ class KafkaDataset final : public Dataset {
         } else if (!again && mo < c->win.end) {
           // Before or after `off`: wanted soon by this or another thread (a shuffle buffer
           // reads a window of offsets out of order).
-          c->ahead.emplace(mo, std::move(m));
+          // Reads in offset order take it soon: keep librdkafka's message (the copy into
+          // the sample is then made outside this lock). Reads that jump (a shuffle
+          // buffer) may hold it long: copy it out, not to pin its fetch response.
+          if (!c->reads_in_order) m.Detach(TakeBuffer());
+          c->ahead.Put(mo, std::move(m));
         }
       }
+      if (progressed) last_progress = Clock::now();
       if (st.ok() && !got && c->started && c->next > off) {
         // The stream went past `off` without it: a gap.
         for (const auto& [b, e] : c->gaps)
@@ -899,17 +1031,39 @@ class KafkaDataset final : public Dataset {
                    c->win.partition, off, rd_kafka_err2str(e), what.empty() ? "" : ": " + what);
   }
 
-  Status Fill(int32_t partition, int64_t off, const rd_kafka_message_t* m, Sample* out) const {
+  // Value buffers for held messages, recycled through the samples they are read into.
+  std::vector<uint8_t> TakeBuffer() const {
+    MutexLock l(&pool_mu_);
+    if (pool_.empty()) return {};
+    std::vector<uint8_t> b = std::move(pool_.back());
+    pool_.pop_back();
+    return b;
+  }
+  void GiveBuffer(std::vector<uint8_t>&& b) const {
+    if (b.capacity() == 0) return;
+    MutexLock l(&pool_mu_);
+    if (pool_.size() < 4096) pool_.push_back(std::move(b));
+  }
+
+  Status Fill(const Cursor* c, int64_t off, Held* h, Sample* out) const {
     const KafkaSpec& s = client_->spec();
-    out->key = fmt::format("{}/{}/{}", s.topic, partition, off);
-    out->location = fmt::format("kafka {} partition {} offset {}", client_->Where(), partition, off);
-    const uint8_t* v = static_cast<const uint8_t*>(m->payload);
-    size_t len = m->len;
+    const int32_t partition = c->win.partition;
+    // Key and location as the cursor's prefixes and the offset: no formatting per message
+    // (fmt was a tenth of a 1 KB message's cost), the strings' capacity reused.
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, off);
+    (void)ec;
+    out->key.assign(c->key_prefix).append(digits, end);
+    out->location.assign(c->location_prefix).append(digits, end);
+    const uint8_t* v = h->payload();
+    size_t len = h->len();
     auto put = [&](const std::string& name, const void* data, size_t n) {
       Field* f = out->AddField(name);
       f->data.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
     };
-    if (s.value == KafkaSpec::kRaw) {
+    if (s.value == KafkaSpec::kRaw && h->copied) {
+      out->AddField(s.field)->data.swap(h->value);  // h->value: the field's old buffer
+    } else if (s.value == KafkaSpec::kRaw) {
       put(s.field, v, len);
     } else if (s.value == KafkaSpec::kStoker) {
       STOKER_RETURN_IF_ERROR(DecodeStokerSample(
@@ -943,10 +1097,13 @@ class KafkaDataset final : public Dataset {
         if (name == "label" && x.is_number_integer()) out->label = x.get<int64_t>();
       }
     }
-    if (s.meta.count("key") && m->key) put("kafka.key", m->key, m->key_len);
+    if (s.meta.count("key")) {
+      if (h->m && h->m->key) put("kafka.key", h->m->key, h->m->key_len);
+      if (!h->m && h->has_key) put("kafka.key", h->key.data(), h->key.size());
+    }
     if (s.meta.count("timestamp")) {
       rd_kafka_timestamp_type_t tt;
-      std::string t = std::to_string(rd_kafka_message_timestamp(m, &tt));
+      std::string t = std::to_string(h->m ? rd_kafka_message_timestamp(h->m, &tt) : h->timestamp);
       put("kafka.timestamp", t.data(), t.size());
     }
     if (s.meta.count("offset")) {
@@ -965,6 +1122,8 @@ class KafkaDataset final : public Dataset {
   std::vector<ShardInfo> shards_;
   std::vector<std::unique_ptr<Cursor>> cursors_;
   uint64_t size_ = 0;
+  mutable Mutex pool_mu_;
+  mutable std::vector<std::vector<uint8_t>> pool_ GUARDED_BY(pool_mu_);
   mutable std::atomic<uint64_t> messages_{0}, bytes_{0}, seeks_{0}, missing_{0};
   mutable std::atomic<int64_t> wait_ns_{0};
   // Messages consumed (any partition), and its value when a read last timed out (-1: never).

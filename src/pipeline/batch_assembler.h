@@ -82,7 +82,9 @@ class BatchAssembler {
 
  private:
   BatchState& ReserveLocked(uint64_t b) REQUIRES(mu_);
-  void FinalizeLocked(BatchState& bs) REQUIRES(mu_);
+  // Compacts the batch and copies raw slots into it. Runs without the lock: once a batch's
+  // last sample is finished, only the thread that finished it touches it until it is ready.
+  void Finalize(BatchState& bs) EXCLUDES(mu_);
   uint64_t BatchOf(uint64_t pos) const { return pos / static_cast<uint64_t>(lay_.batch_size); }
 
   const Layout lay_;
@@ -100,6 +102,10 @@ class BatchAssembler {
   uint64_t next_pos_ GUARDED_BY(mu_) = 0;
   uint64_t consumer_batch_ GUARDED_BY(mu_) = 0;
   std::map<uint64_t, BatchState> batches_ GUARDED_BY(mu_);
+  int finalizing_ GUARDED_BY(mu_) = 0;  // batches in Finalize: Reset and Clear wait for them
+  // Raw slot buffers of finalized batches, handed to new ones: their capacity stays, so
+  // steady state allocates no fresh pages per sample (kRaw).
+  std::vector<std::vector<uint8_t>> spare_raw_ GUARDED_BY(mu_);
   Status fatal_ GUARDED_BY(mu_);
   std::atomic<int> prefetch_{2};
   std::atomic<int64_t> last_ready_ns_{0};

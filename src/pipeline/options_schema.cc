@@ -350,6 +350,9 @@ std::vector<OptionSpec> MakeRows() {
                      "seed of the shuffle and of every random augmentation"));
   r.push_back(IntRow("shuffle_buffer", "batches", STOKER_FIELD(shuffle_buffer), 1, 1e12,
                      "sharded formats: shuffle buffer in samples (after the shard order is shuffled)"));
+  r.push_back(IntRow("shuffle_buffer_mb", "batches", STOKER_FIELD(shuffle_buffer_mb), 0, 1e9,
+                     "stream sources (Kafka), which hold what the shuffle buffer reads ahead: "
+                     "at most this many MB of samples in it (0: shuffle_buffer alone)"));
 
   // ranks
   r.push_back(IntRow("rank", "ranks", STOKER_FIELD(rank), 0, kIntMax, "this process's rank",

@@ -83,6 +83,7 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"shuffle", OptionValue::Bool(false)},
               {"seed", OptionValue::Int(42)},
               {"shuffle_buffer", OptionValue::Int(100)},
+              {"shuffle_buffer_mb", OptionValue::Int(16)},
               {"rank", OptionValue::Int(1)},
               {"world_size", OptionValue::Int(3)},
               {"balance", OptionValue::String("drop")},
@@ -107,6 +108,7 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   const PipelineOptions& o = *r;
   EXPECT_EQ(o.data, "d");
   EXPECT_EQ(o.cache_dir, "/tmp/c");
+  EXPECT_EQ(o.shuffle_buffer_mb, 16u);
   EXPECT_EQ(o.cache_limit, 2000000000);
   EXPECT_EQ(o.mode, DecodeMode::kVal);
   EXPECT_EQ(o.image_size, 96);

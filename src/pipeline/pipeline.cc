@@ -95,8 +95,11 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   void SpawnWorker(std::string name, Body body) EXCLUDES(exit_mu_);
   void ReadLoop(int id);
   void DecodeLoop(int id);
-  bool DoDecode(Item* it, int worker);
-  void DoAugment(Item* it, int worker, ResizeScratch* scratch);
+  // `now`: the clock when the stage begins (the previous stage's end, read once); set to
+  // when it ends. A clock read costs 0.1-0.3 us in a VM: several per sample were a fifth
+  // of a 1 KB raw sample's time.
+  bool DoDecode(Item* it, int worker, CpuMeter* meter, int64_t* now);
+  void DoAugment(Item* it, int worker, ResizeScratch* scratch, CpuMeter* meter, int64_t* now);
   void TunerLoop();
   bool Active(int stage, int id) const { return targets_.Active(stage, id); }
   bool WaitActive(int stage, int id) { return targets_.WaitActive(stage, id, stop_); }
@@ -232,6 +235,21 @@ Status PipelineImpl::Init() {
   plan_.shuffle = opts_.shuffle;
   plan_.global_shuffle = ds_->random_access_is_cheap();
   plan_.seed = opts_.seed;
+  if (opts_.shuffle && opts_.shuffle_buffer_mb > 0 && !plan_.global_shuffle) {
+    // A stream source holds what the buffer reads ahead: bound it in bytes too.
+    if (double per = ds_->sample_bytes_estimate(); per > 0) {
+      const double budget = static_cast<double>(opts_.shuffle_buffer_mb) * (1 << 20);
+      const size_t cap = static_cast<size_t>(std::max(1.0, std::floor(budget / per)));
+      if (cap < opts_.shuffle_buffer) {
+        std::string why = fmt::format(
+            "shuffle buffer {} -> {} samples: shuffle_buffer_mb={} of ~{:.0f} KB samples",
+            opts_.shuffle_buffer, cap, opts_.shuffle_buffer_mb, per / 1024);
+        opts_.shuffle_buffer = cap;  // options() reports the buffer in effect
+        MutexLock l(&stats_mu_);
+        tuning_.push_back({0.0, why});
+      }
+    }
+  }
   plan_.shuffle_buffer = opts_.shuffle_buffer;
   plan_.rank = rank_.rank;
   plan_.world_size = rank_.world_size;
@@ -285,7 +303,13 @@ Status PipelineImpl::Init() {
   // A fixed thread count means N fused workers (what DataLoader's num_workers and DALI's
   // num_threads mean); auto runs read threads (sized for storage latency) in front of
   // compute threads (sized to the CPU budget), both tuned.
-  fused_ = opts_.fused || opts_.threads > 0;
+  // A stream source (Kafka: reads serialized per partition, max_read_threads() > 0) whose
+  // samples are carried raw runs fused too: there is nothing to decode, and the hand-off
+  // from read threads to a compute thread cost more than the sample itself (1 KB Kafka
+  // messages: 110k/s auto, 242k/s with 2 fused workers, bench/RESULTS.md).
+  const bool stream_raw = opts_.threads == 0 && opts_.mode == DecodeMode::kRaw &&
+                          ds_->max_read_threads() > 0;
+  fused_ = opts_.fused || opts_.threads > 0 || stream_raw;
   auto_threads_ = !fused_;
   int budget_threads = std::max(1, cpu_budget_.load());
   std::vector<TunableInt> th(2);  // [0] read (I/O), [1] compute (decode + augment)
@@ -297,6 +321,7 @@ Status PipelineImpl::Init() {
   th[1].value = budget_threads;
   if (fused_) {
     th[0].value = th[0].max = opts_.threads > 0 ? opts_.threads : budget_threads;
+    if (stream_raw) th[0].value = th[0].max = std::min(th[0].max, ds_->max_read_threads());
     th[1].value = th[1].max = 0;
   }
   TunableInt pf;
@@ -546,13 +571,17 @@ void PipelineImpl::HintAhead(uint64_t pos) {
 void PipelineImpl::ReadLoop(int id) {
   StageCounters& c = sc_[kRead];
   ResizeScratch scratch;  // fused mode
+  WorkerMeters meters;
   const int worker = id;
+  int64_t done_at = -1;  // fused: when the last item's augment ended (one clock read less)
   for (;;) {
     if (!WaitActive(kRead, id)) break;
     ItemPtr it = GetItem();
-    int64_t t0 = clock_->NowNanos();
+    int64_t t0 = done_at >= 0 ? done_at : clock_->NowNanos();
+    done_at = -1;
     BatchAssembler::Admit a = asm_->Next([&] { return Active(kRead, id); }, it.get());
-    c.wait_out_ns += clock_->NowNanos() - t0;
+    int64_t t1 = clock_->NowNanos();
+    c.wait_out_ns += t1 - t0;
     if (a != BatchAssembler::Admit::kOk) {
       PutItem(std::move(it));
       if (a == BatchAssembler::Admit::kInactive) continue;
@@ -560,12 +589,13 @@ void PipelineImpl::ReadLoop(int id) {
     }
     it->index = order_[it->pos];
     if (it->pos >= ahead_due_.load(std::memory_order_relaxed)) HintAhead(it->pos);
-    t0 = clock_->NowNanos();
+    t0 = t1;
     board_->Begin(worker, kRead, it->index, t0);
-    int64_t c0 = clock_->ThreadCpuNanos();
+    meters.read.Begin(clock_);
     Status st = ds_->Read(it->index, &it->sample);
-    c.cpu_ns += clock_->ThreadCpuNanos() - c0;
-    c.busy_ns += clock_->NowNanos() - t0;
+    c.cpu_ns += meters.read.Charge(clock_);
+    int64_t now = clock_->NowNanos();
+    c.busy_ns += now - t0;
     board_->End(worker);
     if (stop_) {  // stopped during the read (maybe detached): touch no batch
       PutItem(std::move(it));
@@ -582,11 +612,14 @@ void PipelineImpl::ReadLoop(int id) {
     }
     if (fused_) {
       // One thread runs every stage for its sample: no hand-off between threads.
-      if (DoDecode(it.get(), worker)) DoAugment(it.get(), worker, &scratch);
+      if (DoDecode(it.get(), worker, &meters.decode, &now)) {
+        DoAugment(it.get(), worker, &scratch, &meters.augment, &now);
+        done_at = now;
+      }
       PutItem(std::move(it));
       continue;
     }
-    int64_t t1 = clock_->NowNanos();
+    t1 = now;
     c.fill_samples++;
     c.fill_sum_permille += q_decode_->size() * 1000 / std::max<size_t>(1, q_decode_->capacity());
     if (!q_decode_->Push(std::move(it))) break;
@@ -596,14 +629,16 @@ void PipelineImpl::ReadLoop(int id) {
 
 // Runs the decode stage on one item with its metrics; false if the item was finished
 // (failed) here.
-bool PipelineImpl::DoDecode(Item* it, int worker) {
+bool PipelineImpl::DoDecode(Item* it, int worker, CpuMeter* meter, int64_t* now) {
   StageCounters& c = sc_[kDecode];
-  int64_t t1 = clock_->NowNanos();
+  int64_t t1 = *now;
   board_->Begin(worker, kDecode, it->index, t1);
-  int64_t c0 = clock_->ThreadCpuNanos();
+  meter->Begin(clock_);
   Status st = DecodeSample(opts_, epoch_, it);
-  c.cpu_ns += clock_->ThreadCpuNanos() - c0;
-  c.busy_ns += clock_->NowNanos() - t1;
+  c.cpu_ns += meter->Charge(clock_);
+  // kRaw decodes nothing (the label's parse): its time goes to augment's, one read less.
+  if (opts_.mode != DecodeMode::kRaw) *now = clock_->NowNanos();
+  c.busy_ns += *now - t1;
   board_->End(worker);
   c.items++;
   c.bytes += static_cast<uint64_t>(it->image.width) * it->image.height * 3;
@@ -614,19 +649,21 @@ bool PipelineImpl::DoDecode(Item* it, int worker) {
   return true;
 }
 
-void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
+void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch, CpuMeter* meter,
+                             int64_t* now) {
   StageCounters& c = sc_[kAugment];
-  int64_t t1 = clock_->NowNanos();
+  int64_t t1 = *now;
   board_->Begin(worker, kAugment, it->index, t1);
-  int64_t c0 = clock_->ThreadCpuNanos();
+  meter->Begin(clock_);
   // The slot was reserved at admission: no lookup, no lock.
   BatchState& bs = *it->bs;
   std::vector<uint8_t>* raw_dst = opts_.mode == DecodeMode::kRaw ? &bs.raw_slots[it->slot] : nullptr;
   void* dst = raw_dst ? nullptr : static_cast<uint8_t*>(bs.batch->images) + it->slot * image_bytes_;
   size_t bytes = 0;
   Status st = AugmentSample(opts_, it, dst, raw_dst, scratch, &bytes);
-  c.cpu_ns += clock_->ThreadCpuNanos() - c0;
-  c.busy_ns += clock_->NowNanos() - t1;
+  c.cpu_ns += meter->Charge(clock_);
+  *now = clock_->NowNanos();
+  c.busy_ns += *now - t1;
   board_->End(worker);
   c.items++;
   c.bytes += bytes;
@@ -636,6 +673,7 @@ void PipelineImpl::DoAugment(Item* it, int worker, ResizeScratch* scratch) {
 void PipelineImpl::DecodeLoop(int id) {
   StageCounters& c = sc_[kDecode];
   ResizeScratch scratch;
+  WorkerMeters meters;
   const int worker = targets_.max(kRead) + id;
   for (;;) {
     if (!WaitActive(kDecode, id)) break;
@@ -643,11 +681,13 @@ void PipelineImpl::DecodeLoop(int id) {
     c.fill_samples++;
     c.fill_sum_permille += q_decode_->size() * 1000 / std::max<size_t>(1, q_decode_->capacity());
     auto got = q_decode_->Pop();
-    c.wait_in_ns += clock_->NowNanos() - t0;
+    int64_t now = clock_->NowNanos();
+    c.wait_in_ns += now - t0;
     if (!got) break;
     ItemPtr it = std::move(*got);
     // Augment on the same thread, while the decoded image is in this core's cache.
-    if (DoDecode(it.get(), worker)) DoAugment(it.get(), worker, &scratch);
+    if (DoDecode(it.get(), worker, &meters.decode, &now))
+      DoAugment(it.get(), worker, &scratch, &meters.augment, &now);
     PutItem(std::move(it));
   }
 }

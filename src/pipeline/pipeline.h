@@ -62,6 +62,10 @@ struct PipelineOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   size_t shuffle_buffer = 8192;     // samples, for sharded formats (index-domain buffer)
+  // Stream sources that hold what a shuffle buffer reads ahead (Kafka): the buffer holds at
+  // most this many MB of samples, by the source's size estimate (Dataset::
+  // sample_bytes_estimate); 0 = samples only. options() reports the buffer in effect.
+  size_t shuffle_buffer_mb = 64;
 
   int rank = -1, world_size = -1;   // -1: from RANK/WORLD_SIZE, OMPI_*, SLURM_*, else 0/1
   RankBalance balance = RankBalance::kPad;

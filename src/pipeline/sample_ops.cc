@@ -68,11 +68,13 @@ Status DecodeSample(const PipelineOptions& o, int epoch, Item* it) {
 Status AugmentSample(const PipelineOptions& o, Item* it, void* dst,
                      std::vector<uint8_t>* raw_dst, ResizeScratch* scratch, size_t* bytes) {
   if (raw_dst) {
-    const Field* field = o.raw_field.empty()
-                             ? (it->sample.num_fields ? &it->sample.fields[0] : nullptr)
-                             : it->sample.Find(o.raw_field);
+    Field* field = o.raw_field.empty()
+                       ? (it->sample.num_fields ? &it->sample.fields[0] : nullptr)
+                       : const_cast<Field*>(it->sample.Find(o.raw_field));
+    // The field's bytes move to the slot without a copy; the sample gets the slot's old
+    // buffer (recycled by the assembler) to read its next sample into.
     raw_dst->clear();
-    if (field) raw_dst->insert(raw_dst->end(), field->data.begin(), field->data.end());
+    if (field) std::swap(*raw_dst, field->data);
     *bytes = raw_dst->size();
     if (!field)
       return Corrupt("no field '{}' to carry", o.raw_field.empty() ? "(any)" : o.raw_field);
