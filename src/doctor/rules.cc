@@ -1194,7 +1194,8 @@ const std::vector<Rule>& Rules() {
      "the compute_bound verdict on Ray Data stats (the loop waits < {input_warn})", "",
      "stoker", &RayConsumerBound},
     {"evidence.missing", RuleScope::kVerdict,
-     "the unknown verdict: no trace with steps, no GPU utilization sample, no pipeline metrics",
+     "the unknown verdict: no trace with steps, no GPU utilization sample, no pipeline "
+     "metrics, no Ray Data iterator breakdown",
      "", "stoker", &EvidenceMissing},
   };
   // clang-format on

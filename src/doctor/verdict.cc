@@ -116,7 +116,8 @@ std::vector<CauseInfo> ListCauses(const Thresholds& th) {
   out.push_back({"healthy", "no cause at its threshold", "(no single bottleneck; smaller "
                  "findings may remain)", "", ""});
   out.push_back({"unknown", "no evidence: no trace with steps, no GPU utilization sample, no "
-                 "pipeline metrics (e.g. stoker watch without a GPU)",
+                 "pipeline metrics, no Ray Data iterator breakdown (e.g. stoker watch without "
+                 "a GPU)",
                  "(nothing is scored; the report says what to record next)", "", ""});
   return out;
 }
