@@ -565,7 +565,10 @@ RayReport AnalyzeRay(const telemetry::RayDataStats& s) {
     row.wall_s = o.wall_s.present() ? o.wall_s.total : 0;
     row.cpu_s = o.cpu_s.present() ? o.cpu_s.total : 0;
     row.wall_mean_s = o.wall_s.mean;
-    if (o.rows_per_block.present()) row.rows = static_cast<int64_t>(o.rows_per_block.total);
+    // Counts from the text: clamped before the cast (a corrupt file may say 1e300).
+    if (o.rows_per_block.present()) {
+      row.rows = static_cast<int64_t>(std::min(o.rows_per_block.total, 9e18));
+    }
     if (o.bytes_per_block.present()) {
       row.bytes = static_cast<int64_t>(std::min(o.bytes_per_block.total, 9e18));
       row.bytes_per_block = o.bytes_per_block.mean;

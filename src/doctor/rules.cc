@@ -908,7 +908,7 @@ std::optional<Finding> RayConsumerWait(const Analysis& a, const GpuLogReport* lo
   // A loop that did (almost) no work of its own drained Ray Data like a benchmark: the
   // wait says what Ray Data delivers, not what training would gain.
   double step = r.wait_s + r.user_s;
-  if (step > 0 && r.consumer_wait_frac < kRayDrainWait) {
+  if (step > 0 && std::isfinite(step) && r.consumer_wait_frac < kRayDrainWait) {
     f.expected_speedup = SpeedupFromRemoving(step, r.wait_s);
   }
   return f;
@@ -927,7 +927,7 @@ std::optional<Finding> RayTaskOverhead(const Analysis& a, const GpuLogReport* lo
   Finding f;
   f.id = "ray.task_overhead";
   f.severity = RaySeverity(r, th);
-  if (std::string(f.severity) == "info") f.severity = "low";
+  if (f.severity == "info") f.severity = "low";
   f.title = fmt::format("Operator '{}' runs many tiny tasks: Ray's per-task overhead dominates",
                         o.name);
   f.evidence = fmt::format(
@@ -943,7 +943,7 @@ std::optional<Finding> RayTaskOverhead(const Analysis& a, const GpuLogReport* lo
           "tasks), a larger batch_size in map_batches, raise DataContext.target_min_block_size; "
           "for stoker.ray.datasource raise task_bytes; or keep the work in long-lived actors "
           "(ActorPoolStrategy, stoker.ray.RayPipeline) instead of one task per small block.";
-  if (o.elapsed_s > 0 && o.concurrency > 0) {
+  if (o.elapsed_s > 0 && o.concurrency > 0 && std::isfinite(o.elapsed_s)) {
     // If the same work ran at one task at a time without gaps.
     f.expected_speedup = std::min(SpeedupFromRemoving(o.elapsed_s, o.elapsed_s - o.wall_s),
                                   20.0);
