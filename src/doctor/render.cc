@@ -402,7 +402,7 @@ std::string RenderText(const Report& r, const TextOptions& o) {
                          Ms(o.cpu_s), Pct(o.share),
                          std::isnan(o.concurrency) ? std::string("-")
                                                    : fmt::format("{:.2f}", o.concurrency),
-                         static_cast<int>(i) == y.bottleneck ? "  <- bottleneck" : "");
+                         static_cast<int>(i) == y.bottleneck ? "  <- most work" : "");
     }
     if (y.iterator) {
       out += fmt::format("  iterator: blocked {} (first batch {}), user code {}",
@@ -478,7 +478,7 @@ std::string RenderMarkdown(const Report& r) {
     for (size_t i = 0; i < y.ops.size(); ++i) {
       const auto& o2 = y.ops[i];
       o += fmt::format("| {}{} | {} | {} | {} | {} | {} |\n", MdEsc(o2.name),
-                       static_cast<int>(i) == y.bottleneck ? " (bottleneck)" : "",
+                       static_cast<int>(i) == y.bottleneck ? " (most work)" : "",
                        o2.tasks >= 0 ? std::to_string(o2.tasks) : std::string("-"),
                        Ms(o2.wall_s), Ms(o2.cpu_s), Pct(o2.share),
                        std::isnan(o2.concurrency) ? std::string("-")
@@ -762,7 +762,7 @@ std::string RenderHtml(const Report& r) {
       const auto& o = y.ops[i];
       h += fmt::format("<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                        "</tr>",
-                       Esc(o.name), static_cast<int>(i) == y.bottleneck ? " <b>(bottleneck)</b>" : "",
+                       Esc(o.name), static_cast<int>(i) == y.bottleneck ? " <b>(most work)</b>" : "",
                        o.tasks >= 0 ? std::to_string(o.tasks) : std::string("-"), Ms(o.wall_s),
                        Ms(o.cpu_s), Pct(o.share),
                        std::isnan(o.concurrency) ? std::string("-")
