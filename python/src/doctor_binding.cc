@@ -2,10 +2,13 @@
 
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "doctor/doctor.h"
 #include "doctor/render.h"
+#include "telemetry/ray_stats.h"
 #include "errors.h"
 
 namespace stoker::py {
@@ -51,9 +54,41 @@ pyb::dict DiagnoseStepsPy(const std::vector<double>& wait_s, const std::vector<d
                    "notes"_a = r.notes, "text"_a = text);
 }
 
+// Ray Data's stats text (ds.stats(), or the summary with the iterator's breakdown) through
+// the doctor: the same parse, rules and renderings as `stoker doctor STATS.txt`.
+pyb::dict DiagnoseRayStatsPy(const std::string& text, const std::string& name) {
+  doctor::Report r;
+  std::string rendered, json;
+  {
+    pyb::gil_scoped_release nogil;
+    auto st = ValueOrThrow(telemetry::ParseRayDataStats(text, name));
+    doctor::DoctorInputs in;
+    in.ray_stats.push_back(std::move(st));
+    r = ValueOrThrow(doctor::Diagnose(in));
+    rendered = doctor::RenderText(r);
+    json = doctor::RenderJson(r);
+  }
+  pyb::list findings, evidence, fixes;
+  for (const auto& f : r.findings) {
+    findings.append(pyb::dict("id"_a = f.id, "severity"_a = f.severity, "title"_a = f.title,
+                              "evidence"_a = f.evidence, "fix"_a = f.fix,
+                              "expected_speedup"_a = f.expected_speedup.value_or(0.0)));
+    if (!f.evidence.empty()) evidence.append(f.evidence);
+    if (!f.fix.empty()) fixes.append(f.fix);
+  }
+  double wait = r.ray ? r.ray->consumer_wait_frac : NAN;
+  return pyb::dict("kind"_a = doctor::VerdictName(r.primary), "headline"_a = r.summary,
+                   "confidence"_a = r.confidence, "input_frac"_a = wait,
+                   "evidence"_a = evidence, "fixes"_a = fixes, "findings"_a = findings,
+                   "notes"_a = r.notes, "text"_a = rendered, "json"_a = json);
+}
+
 }  // namespace
 
 void RegisterDoctor(pyb::module_& m) {
+  m.def("diagnose_ray_stats", &DiagnoseRayStatsPy, "text"_a, "name"_a = "<ray stats>",
+        "The doctor's verdict on Ray Data's stats text (telemetry::ParseRayDataStats, then "
+        "doctor::Diagnose).");
   m.def("diagnose_steps", &DiagnoseStepsPy, "wait_s"_a, "compute_s"_a, "batch_size"_a = 0,
         "cpus"_a = 0,
         "The doctor's verdict on per-step timings (doctor::DiagnoseSteps): wait_s[i] spent in "

@@ -236,6 +236,48 @@ class RayPipeline:
         self.close()
 
 
+def stats_text(ds):
+    """The stats text of a Ray Dataset (or DataIterator), with the iterator's time breakdown
+    when Ray has it: Ray 2.60's public ds.stats() leaves the breakdown out for a dataset
+    consumed with iter_batches; the summary object (ds._get_stats_summary()) keeps it."""
+    base = getattr(ds, "_base_dataset", ds)  # a DataIterator of a Dataset
+    summary = getattr(base, "_get_stats_summary", None)
+    if summary is not None:
+        try:
+            return summary().to_string()
+        except Exception:  # noqa: BLE001 -- a private API: fall back to the public one
+            pass
+    if hasattr(ds, "stats"):
+        return ds.stats()
+    raise bad_argument(f"stoker.ray.diagnose: expected a Ray Dataset, DataIterator or the "
+                       f"text of ds.stats(), got {type(ds).__name__}")
+
+
+def diagnose(ds, *, name="<ray stats>"):
+    """The doctor's verdict on a Ray Data pipeline, from its per-operator stats: `ds` is a
+    Ray Dataset or DataIterator that has run (iterate an epoch first), or the text of
+    ds.stats() (a file's contents). Returns stoker.Verdict (as stoker.diagnose_steps):
+    kind ("input_bound" when the loop waited on Ray Data, "compute_bound" when Ray Data kept
+    up, "unknown" without the iterator's breakdown), headline, evidence, fixes, findings
+    (ray.operator names the operator doing most of the work), input_frac (the loop's wait
+    after its first batch; nan when unknown), report (the doctor's JSON) and text (what
+    `stoker doctor STATS.txt` prints)."""
+    import json as _json
+    from ._errors import _ext
+    from .verdict import Verdict
+    text = ds if isinstance(ds, str) else stats_text(ds)
+    if not text or not text.strip():
+        raise bad_argument("stoker.ray.diagnose: the dataset has no stats yet (iterate it "
+                           "first)")
+    if _ext is None or not hasattr(_ext, "diagnose_ray_stats"):
+        raise RuntimeError("stoker.ray.diagnose needs the compiled doctor (stoker._stoker "
+                           "built with the doctor)")
+    d = _ext.diagnose_ray_stats(text, name)
+    return Verdict(d["kind"], d["headline"], list(d["evidence"]), list(d["fixes"]),
+                   float(d["input_frac"]), "doctor", float(d["confidence"]), d["text"],
+                   [dict(f) for f in d["findings"]], _json.loads(d["json"]))
+
+
 def local_cluster(nodes=2, cpus_per_node=1, head_cpus=0, object_store_mb=150):
     """A multi-node Ray cluster on 127.0.0.1 in this process's session (tests, benches):
     ray.cluster_utils.Cluster with `nodes` worker nodes; returns (cluster, [node handles]).

@@ -29,6 +29,9 @@ class Verdict:
     source: str        # "doctor" (the C++ rules) or "fallback" (the Python copy)
     confidence: float = 0.0
     text: str = ""     # the doctor's full text rendering (doctor only)
+    findings: list = dataclasses.field(default_factory=list)  # [{id, severity, title,
+                       # evidence, fix, expected_speedup}] (stoker.ray.diagnose)
+    report: dict = None  # the doctor's JSON report, parsed (stoker.ray.diagnose)
 
     def to_dict(self):
         return dataclasses.asdict(self)

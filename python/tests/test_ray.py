@@ -102,3 +102,70 @@ def test_killed_worker_node_redoes_its_share(cluster, images):
     assert sorted(got) == list(range(60))  # nothing lost, nothing twice
     assert got == expected_order(images, 0, 2)  # and still in the plan's order
     p.close()
+
+
+# --- the doctor on Ray Data's stats (stoker.ray.diagnose) ---------------------------------
+
+def _udfs():
+    """The two UDFs, made here so that Ray's workers get them by value (this test module
+    is not importable on the workers)."""
+    def _cheap(batch):
+        return {"id": batch["id"] + 1}
+
+    def _sleepy(batch):
+        import time
+        time.sleep(0.08)  # the operator made slow on purpose: 80 ms per batch of 8 rows
+        return {"id": batch["id"] * 2}
+    return _cheap, _sleepy
+
+
+def _ray_pipeline(slow_first):
+    # Different num_cpus keep the two map_batches from being fused into one operator.
+    cheap, sleepy = _udfs()
+    f1, f2 = (sleepy, cheap) if slow_first else (cheap, sleepy)
+    return (ray.data.range(96, override_num_blocks=12)
+            .map_batches(f1, batch_size=8, num_cpus=1)
+            .map_batches(f2, batch_size=8, num_cpus=0.5))
+
+
+@pytest.mark.parametrize("slow_first", [True, False])
+def test_diagnose_names_the_operator_made_slow(cluster, slow_first):
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    ds = _ray_pipeline(slow_first)
+    rows = sum(len(b["id"]) for b in ds.iter_batches(batch_size=8))  # a loop with no work
+    assert rows == 96
+    v = sray.diagnose(ds)
+    names = [o["name"] for o in v.report["ray"]["operators"]]
+    assert any("_sleepy" in n for n in names) and any("_cheap" in n for n in names), names
+    assert "_sleepy" in v.report["ray"]["bottleneck"], v.text
+    op = [f for f in v.findings if f["id"] == "ray.operator"]
+    assert op and "_sleepy" in op[0]["title"], v.text
+    # The loop did nothing but wait: input-bound on Ray Data.
+    assert v.kind == "input_bound", v.text
+    assert v.input_frac > 0.5
+    assert "ray.consumer_wait" in [f["id"] for f in v.findings]
+
+
+def test_diagnose_consumer_bound_when_the_loop_is_the_slow_side(cluster):
+    import time
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    ds = ray.data.range(64, override_num_blocks=4).map_batches(_udfs()[0], batch_size=16)
+    for _ in ds.iter_batches(batch_size=8, prefetch_batches=2):
+        time.sleep(0.15)  # the "GPU step": Ray Data has the next batch ready long before
+    v = sray.diagnose(ds)
+    assert v.kind == "compute_bound", v.text
+    assert v.input_frac < 0.05
+    assert "ray.consumer_bound" in [f["id"] for f in v.findings]
+
+
+def test_diagnose_takes_pasted_text_and_rejects_bad_text():
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "tests", "traces", "ray", "ray-tiny-blocks.txt")
+    v = sray.diagnose(open(path).read(), name="tiny.txt")
+    assert v.kind == "input_bound"
+    assert "ray.task_overhead" in [f["id"] for f in v.findings]
+    with pytest.raises(stoker.StokerError, match=r"tiny\.txt:2: cannot read"):
+        sray.diagnose("Operator 1 ReadRange: 4 blocks produced\n* Remote wall time: soon\n",
+                      name="tiny.txt")
+    with pytest.raises(stoker.StokerError):
+        sray.diagnose("   ")

@@ -76,8 +76,9 @@ void RegisterDoctorCommands(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "doctor",
       "diagnose GPU starvation from PyTorch profiler traces (one per rank, or a folder), "
-      "nvidia-smi/dcgmi logs, stoker watch samples and stoker pipeline metrics");
-  c->add_option("inputs", f->inputs, "trace/log/metrics files or folders");
+      "nvidia-smi/dcgmi logs, stoker watch samples, stoker pipeline metrics and Ray Data "
+      "stats (ds.stats() text)");
+  c->add_option("inputs", f->inputs, "trace/log/metrics/Ray stats files or folders");
   c->add_flag("--list-rules", f->list_rules,
               "print the verdict causes and finding rules with their thresholds and sources "
               "(Markdown) and exit");

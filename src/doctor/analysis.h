@@ -60,9 +60,10 @@ struct Analysis {
   bool any_util = false;   // some log has GPU utilization samples
 
   // Any evidence about where the time goes: a trace with steps, GPU utilization samples,
-  // or pipeline metrics.
+  // pipeline metrics, or Ray Data stats with the iterator's breakdown.
   bool evidence() const {
-    return (rep->has_trace && rep->steps > 0) || any_util || rep->pipeline.has_value();
+    return (rep->has_trace && rep->steps > 0) || any_util || rep->pipeline.has_value() ||
+           (rep->ray && rep->ray->iterator && !std::isnan(rep->ray->consumer_wait_frac));
   }
 };
 
@@ -76,6 +77,7 @@ enum class RuleScope {
   kTrace,     // runs once when there is a trace
   kGpuLog,    // runs once per GPU log (`log` is that log)
   kPipeline,  // runs once when there are pipeline metrics
+  kRay,       // runs once when there are Ray Data stats
   kVerdict,   // runs after the verdict is chosen
 };
 

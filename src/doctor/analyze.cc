@@ -545,4 +545,77 @@ PipelineReport AnalyzePipeline(const telemetry::PipelineMetrics& m, int cpus) {
 }
 
 
+// Ray Data stats: each operator's share of the remote wall time (the work of its tasks),
+// the bottleneck (the largest share), and the consumer's wait. The wait is the time the
+// training loop was blocked in iter_batches after its first batch (the first batch includes
+// the cluster's and the operators' start-up, as a profiler's warm-up steps), against that
+// plus the loop's own code between batches.
+RayReport AnalyzeRay(const telemetry::RayDataStats& s) {
+  RayReport r;
+  r.path = s.path;
+  double total_wall = 0;
+  for (const auto& o : s.ops) {
+    if (o.cached) continue;  // executed before, no numbers of its own
+    RayOperatorRow row;
+    row.number = o.number;
+    row.name = o.name;
+    row.tasks = o.tasks;
+    row.blocks = o.blocks;
+    row.elapsed_s = o.elapsed_s;
+    row.wall_s = o.wall_s.present() ? o.wall_s.total : 0;
+    row.cpu_s = o.cpu_s.present() ? o.cpu_s.total : 0;
+    row.wall_mean_s = o.wall_s.mean;
+    // Counts from the text: clamped before the cast (a corrupt file may say 1e300).
+    if (o.rows_per_block.present()) {
+      row.rows = static_cast<int64_t>(std::min(o.rows_per_block.total, 9e18));
+    }
+    if (o.bytes_per_block.present()) {
+      row.bytes = static_cast<int64_t>(std::min(o.bytes_per_block.total, 9e18));
+      row.bytes_per_block = o.bytes_per_block.mean;
+    }
+    if (o.elapsed_s > 0 && o.wall_s.present()) row.concurrency = row.wall_s / o.elapsed_s;
+    row.nodes = o.nodes;
+    total_wall += row.wall_s;
+    r.ops.push_back(std::move(row));
+  }
+  double best = -1;
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    auto& o = r.ops[i];
+    o.share = total_wall > 0 ? o.wall_s / total_wall : 0;
+    if (o.wall_s > best) best = o.wall_s, r.bottleneck = static_cast<int>(i);
+  }
+  if (total_wall <= 0) r.bottleneck = -1;
+  const auto& it = s.iter;
+  r.iterator = it.present;
+  if (it.present) {
+    // Ray leaves out a line whose time is zero.
+    auto z = [](double v) { return std::isnan(v) ? 0.0 : v; };
+    r.blocked_s = z(it.blocked_s);
+    r.first_batch_s = z(it.first_batch_s);
+    r.user_s = z(it.user_s);
+    r.wait_s = std::max(0.0, r.blocked_s - r.first_batch_s);
+    if (r.wait_s + r.user_s > 0) r.consumer_wait_frac = r.wait_s / (r.wait_s + r.user_s);
+    r.production_wait_s = it.production_wait_s;
+    r.data_transfer_s = it.data_transfer_s;
+    r.batching_s = it.batching_s;
+    r.format_s = it.format_blocked_s;
+    r.collate_s = it.collate_blocked_s;
+    r.finalize_s = it.finalize_blocked_s;
+    r.batches = it.batches;
+    r.rows = it.rows;
+  }
+  r.rows_per_s = s.rows_per_s;
+  double spilled = NAN;
+  for (double v : {s.cluster_spilled_mb, s.dataset_spilled_mb}) {
+    if (!std::isnan(v)) spilled = std::isnan(spilled) ? v : std::max(spilled, v);
+  }
+  double op_spilled = 0;
+  for (const auto& o : s.ops) {
+    if (!std::isnan(o.extra_spilled_bytes)) op_spilled += o.extra_spilled_bytes / 1e6;
+  }
+  if (op_spilled > 0) spilled = std::isnan(spilled) ? op_spilled : std::max(spilled, op_spilled);
+  r.spilled_mb = spilled;
+  return r;
+}
+
 }  // namespace stoker::doctor

@@ -152,12 +152,15 @@ Result<Report> Diagnose(const DoctorInputs& in) {
       rep.notes.push_back(fmt::format("{}: {}.", t.path, t.steps_note));
     }
   }
-  if (in.traces.empty() && in.gpu_logs.empty() && in.pipelines.empty()) {
-    return InvalidArgument("nothing to diagnose: give a trace, a GPU log or pipeline metrics");
+  if (in.traces.empty() && in.gpu_logs.empty() && in.pipelines.empty() &&
+      in.ray_stats.empty()) {
+    return InvalidArgument("nothing to diagnose: give a trace, a GPU log, pipeline metrics or "
+                           "Ray Data stats");
   }
   for (const auto& t : in.traces) rep.inputs.push_back(t.path + " (trace, " + t.format + ")");
   for (const auto& l : in.gpu_logs) rep.inputs.push_back(l.path + " (" + l.format + ")");
   for (const auto& p : in.pipelines) rep.inputs.push_back(p.path + " (stoker pipeline metrics)");
+  for (const auto& r : in.ray_stats) rep.inputs.push_back(r.path + " (Ray Data stats)");
 
   // 1. Per-input analyses and the shared context.
   for (size_t i = 0; i < in.traces.size(); ++i) {
@@ -170,6 +173,14 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   rep.has_trace = !rep.ranks.empty();
   for (const auto& l : in.gpu_logs) rep.gpu_logs.push_back(AnalyzeGpuLog(l, th));
   if (!in.pipelines.empty()) rep.pipeline = AnalyzePipeline(in.pipelines.back(), in.options.cpus);
+  if (!in.ray_stats.empty()) {
+    rep.ray = AnalyzeRay(in.ray_stats.back());
+    if (in.ray_stats.size() > 1) {
+      rep.notes.push_back(fmt::format("{} Ray Data stats files given: the last ({}) is "
+                                      "diagnosed.",
+                                      in.ray_stats.size(), in.ray_stats.back().path));
+    }
+  }
   Analysis a;
   a.in = &in;
   a.th = &th;
@@ -187,6 +198,7 @@ Result<Report> Diagnose(const DoctorInputs& in) {
   if (rep.has_trace) run(RuleScope::kTrace, nullptr);
   for (const auto& g : rep.gpu_logs) run(RuleScope::kGpuLog, &g);
   if (rep.pipeline) run(RuleScope::kPipeline, nullptr);
+  if (rep.ray) run(RuleScope::kRay, nullptr);
   AddInputNotes(a);
 
   // 3. The verdict, and the rules that follow from it.
@@ -291,6 +303,7 @@ Result<DoctorInputs> LoadInputs(Env* env, const std::vector<std::string>& paths,
   in.traces = std::move(t.traces);
   in.gpu_logs = std::move(t.gpu_logs);
   in.pipelines = std::move(t.pipelines);
+  in.ray_stats = std::move(t.ray_stats);
   in.notes = std::move(t.notes);
   return in;
 }

@@ -1,4 +1,5 @@
-// The doctor: turns telemetry (profiler traces, GPU logs, stoker pipeline metrics) into a
+// The doctor: turns telemetry (profiler traces, GPU logs, stoker pipeline metrics, Ray Data
+// stats) into a
 // step-time breakdown, one primary verdict with a confidence, and findings with their
 // evidence, the fix and the expected gain. The library never prints; render.h formats.
 //
@@ -27,6 +28,7 @@
 // All thresholds are in Thresholds and can be changed by the caller.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <map>
@@ -38,6 +40,7 @@
 #include "telemetry/gpu_log.h"
 #include "telemetry/inputs.h"
 #include "telemetry/pipeline_metrics.h"
+#include "telemetry/ray_stats.h"
 #include "telemetry/trace.h"
 
 namespace stoker::doctor {
@@ -82,6 +85,7 @@ struct DoctorInputs {
   std::vector<telemetry::TraceSummary> traces;  // one per rank
   std::vector<telemetry::GpuLog> gpu_logs;
   std::vector<telemetry::PipelineMetrics> pipelines;
+  std::vector<telemetry::RayDataStats> ray_stats;  // Ray Data's ds.stats() text, parsed
   std::vector<std::string> notes;               // e.g. "skipped README.md in traces/"
   DoctorOptions options;
 };
@@ -220,6 +224,38 @@ struct PipelineReport {
   std::map<std::string, double> source_counters;  // the source's (kafka_fetch_wait_s, ...)
 };
 
+// One Ray Data operator, as the doctor reads it (telemetry::RayOperatorStats).
+struct RayOperatorRow {
+  int number = 0;
+  std::string name;
+  int64_t tasks = -1, blocks = -1, rows = -1, bytes = -1;  // -1: not printed
+  double elapsed_s = NAN;      // the operator's wall time ("blocks produced in")
+  double wall_s = 0, cpu_s = 0;  // remote wall / CPU time summed over its tasks
+  double wall_mean_s = NAN;    // per task
+  double bytes_per_block = NAN;
+  double share = 0;            // its wall_s / all operators' wall_s
+  double concurrency = NAN;    // wall_s / elapsed_s: tasks running at a time, on average
+  int nodes = -1;
+};
+
+// Ray Data's per-operator stats and the iterator's breakdown (telemetry::RayDataStats).
+struct RayReport {
+  std::string path;
+  std::vector<RayOperatorRow> ops;
+  int bottleneck = -1;        // index into ops: the largest share of remote wall time
+  bool iterator = false;      // the "Dataset iterator time breakdown" was given
+  double blocked_s = NAN;     // user thread blocked in iter_batches
+  double first_batch_s = NAN; // ... of which waiting for the first batch
+  double user_s = NAN;        // user code between batches
+  double wait_s = NAN;        // blocked after the first batch
+  double consumer_wait_frac = NAN;  // wait_s / (wait_s + user_s)
+  double production_wait_s = NAN, data_transfer_s = NAN, batching_s = NAN, format_s = NAN,
+         collate_s = NAN, finalize_s = NAN;
+  int64_t batches = -1, rows = -1;
+  double rows_per_s = NAN;    // the dataset's throughput
+  double spilled_mb = NAN;    // cluster or dataset spill, when printed
+};
+
 struct CrossRank {
   int ranks = 0;
   double step_spread_s = 0, data_wait_spread_s = 0, comm_spread_s = 0;
@@ -247,6 +283,7 @@ struct Report {
   std::vector<Finding> findings;  // sorted by expected gain, then severity
   std::vector<GpuLogReport> gpu_logs;
   std::optional<PipelineReport> pipeline;
+  std::optional<RayReport> ray;
   std::vector<std::string> inputs;  // "path (kind)"
   std::vector<std::string> notes;
 };
@@ -278,6 +315,7 @@ std::vector<CauseInfo> ListCauses(const Thresholds& th = {});
 RankReport AnalyzeTrace(const telemetry::TraceSummary& t, const DoctorOptions& opts);
 GpuLogReport AnalyzeGpuLog(const telemetry::GpuLog& log, const Thresholds& th);
 PipelineReport AnalyzePipeline(const telemetry::PipelineMetrics& m, int cpus);
+RayReport AnalyzeRay(const telemetry::RayDataStats& s);
 
 // Expected speedup from removing `removed_s` from a step of `step_s`: step / (step - removed).
 double SpeedupFromRemoving(double step_s, double removed_s);

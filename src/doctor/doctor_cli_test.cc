@@ -62,6 +62,12 @@ TEST_F(DoctorCli, BadInputsExitTwoAndNameTheFile) {
       {"unknown.csv", "timestamp, gpu.happiness\n2024/01/01 00:00:00, 7\n", "unknown column"},
       {"random.txt", "nothing to see here\n", "not a PyTorch profiler trace"},
       {"binary.bin", std::string("\x7f" "ELF\0\0\0", 7), "binary"},
+      {"ray-bad.txt",
+       "Operator 1 ReadRange: 4 tasks executed, 4 blocks produced in 0.5s\n"
+       "* Remote wall time: 1ms min, 2ms max, 1.5ms mean, lots total\n",
+       "ray-bad.txt:2: cannot read"},
+      {"ray-empty.txt", "Operator 1 ReadRange: [execution cached]\nDataset throughput:\n"
+       "\t* Ray Data throughput: 12 rows\n", "ray-empty.txt:3: cannot read '12 rows'"},
   };
   for (const auto& c : cases) {
     std::string p = Write(c.name, c.text);
@@ -73,6 +79,19 @@ TEST_F(DoctorCli, BadInputsExitTwoAndNameTheFile) {
   CmdResult missing = Exec("doctor " + (dir_ / "nope.json").string());
   EXPECT_EQ(missing.rc, 2);
   EXPECT_NE(missing.out.find("nope.json"), std::string::npos);
+}
+
+TEST_F(DoctorCli, ReadsRayDataStats) {
+  std::string stats = std::string(STOKER_SOURCE_DIR) + "/tests/traces/ray/ray-input-bound.txt";
+  std::string html = (dir_ / "r.html").string();
+  CmdResult r = Exec("doctor --no-color " + stats + " --html " + html);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("input_bound"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MapBatches(slow_transform)"), std::string::npos) << r.out;
+  EXPECT_NE(std::ifstream(html).peek(), EOF);
+  CmdResult j = Exec("doctor " + stats + " --json -");
+  ASSERT_EQ(j.rc, 0);
+  EXPECT_EQ(nlohmann::json::parse(j.out)["ray"]["bottleneck"], "MapBatches(slow_transform)");
 }
 
 TEST_F(DoctorCli, WritesJsonMarkdownAndHtml) {

@@ -236,6 +236,46 @@ nlohmann::json ReportToJson(const Report& r) {
   } else {
     j["pipeline"] = nullptr;
   }
+  if (r.ray) {
+    const auto& y = *r.ray;
+    auto count = [](int64_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& o : y.ops) {
+      ops.push_back({{"number", o.number},
+                     {"name", o.name},
+                     {"tasks", count(o.tasks)},
+                     {"blocks", count(o.blocks)},
+                     {"rows", count(o.rows)},
+                     {"bytes", count(o.bytes)},
+                     {"elapsed_s", Num(o.elapsed_s)},
+                     {"wall_s", Num(o.wall_s)},
+                     {"cpu_s", Num(o.cpu_s)},
+                     {"wall_mean_s", Num(o.wall_mean_s)},
+                     {"share", Num(o.share)},
+                     {"concurrency", Num(o.concurrency)},
+                     {"nodes", o.nodes >= 0 ? nlohmann::json(o.nodes) : nlohmann::json(nullptr)}});
+    }
+    j["ray"] = {{"path", y.path},
+                {"operators", ops},
+                {"bottleneck", y.bottleneck >= 0 ? nlohmann::json(y.ops[y.bottleneck].name)
+                                                 : nlohmann::json(nullptr)},
+                {"iterator", y.iterator},
+                {"consumer_wait_frac", Num(y.consumer_wait_frac)},
+                {"blocked_s", Num(y.blocked_s)},
+                {"first_batch_s", Num(y.first_batch_s)},
+                {"wait_s", Num(y.wait_s)},
+                {"user_s", Num(y.user_s)},
+                {"production_wait_s", Num(y.production_wait_s)},
+                {"data_transfer_s", Num(y.data_transfer_s)},
+                {"batching_s", Num(y.batching_s)},
+                {"format_s", Num(y.format_s)},
+                {"batches", count(y.batches)},
+                {"rows", count(y.rows)},
+                {"rows_per_s", Num(y.rows_per_s)},
+                {"spilled_mb", Num(y.spilled_mb)}};
+  } else {
+    j["ray"] = nullptr;
+  }
   j["inputs"] = r.inputs;
   j["notes"] = r.notes;
   return j;
@@ -260,6 +300,7 @@ std::string RenderText(const Report& r, const TextOptions& o) {
   }
   if (!r.gpu_logs.empty()) what += (what.empty() ? "" : ", ") + fmt::format("{} GPU log(s)", r.gpu_logs.size());
   if (r.pipeline) what += (what.empty() ? "" : ", ") + std::string("pipeline metrics");
+  if (r.ray) what += (what.empty() ? "" : ", ") + std::string("Ray Data stats");
   out += bold("stoker doctor") + "  (" + what + ")\n";
   const char* vc = r.primary == Verdict::kHealthy || r.primary == Verdict::kComputeBound ? "32"
                    : r.primary == Verdict::kUnknown                                      ? "33"
@@ -348,6 +389,30 @@ std::string RenderText(const Report& r, const TextOptions& o) {
     if (!std::isnan(g.read_mib_s_mean)) out += fmt::format(", disk read {:.1f} MiB/s", g.read_mib_s_mean);
     out += "\n";
   }
+  if (r.ray) {
+    const auto& y = *r.ray;
+    out += fmt::format("\n  Ray Data operators ({}):\n", y.path);
+    out += fmt::format("  {:<34} {:>6} {:>10} {:>10} {:>6} {:>8}\n", "operator", "tasks",
+                       "wall", "cpu", "share", "running");
+    for (size_t i = 0; i < y.ops.size(); ++i) {
+      const auto& o = y.ops[i];
+      std::string name = o.name.size() > 34 ? o.name.substr(0, 31) + "..." : o.name;
+      out += fmt::format("  {:<34} {:>6} {:>10} {:>10} {:>6} {:>8}{}\n", name,
+                         o.tasks >= 0 ? std::to_string(o.tasks) : std::string("-"), Ms(o.wall_s),
+                         Ms(o.cpu_s), Pct(o.share),
+                         std::isnan(o.concurrency) ? std::string("-")
+                                                   : fmt::format("{:.2f}", o.concurrency),
+                         static_cast<int>(i) == y.bottleneck ? "  <- most work" : "");
+    }
+    if (y.iterator) {
+      out += fmt::format("  iterator: blocked {} (first batch {}), user code {}",
+                         Ms(y.blocked_s), Ms(y.first_batch_s), Ms(y.user_s));
+      if (!std::isnan(y.consumer_wait_frac)) {
+        out += fmt::format(", waits {} after the first batch", Pct(y.consumer_wait_frac));
+      }
+      out += "\n";
+    }
+  }
   for (const auto& n : r.notes) out += "  note: " + n + "\n";
   return out;
 }
@@ -403,6 +468,29 @@ std::string RenderMarkdown(const Report& r) {
                        g.starvation_periods,
                        std::isnan(g.mem_used_max_frac) ? "-" : Pct(g.mem_used_max_frac),
                        std::isnan(g.throttled_busy_frac) ? "-" : Pct(g.throttled_busy_frac));
+    }
+    o += "\n";
+  }
+  if (r.ray) {
+    const auto& y = *r.ray;
+    o += "### Ray Data operators\n\n| operator | tasks | remote wall | remote CPU | share | "
+         "tasks running |\n|---|---:|---:|---:|---:|---:|\n";
+    for (size_t i = 0; i < y.ops.size(); ++i) {
+      const auto& o2 = y.ops[i];
+      o += fmt::format("| {}{} | {} | {} | {} | {} | {} |\n", MdEsc(o2.name),
+                       static_cast<int>(i) == y.bottleneck ? " (most work)" : "",
+                       o2.tasks >= 0 ? std::to_string(o2.tasks) : std::string("-"),
+                       Ms(o2.wall_s), Ms(o2.cpu_s), Pct(o2.share),
+                       std::isnan(o2.concurrency) ? std::string("-")
+                                                  : fmt::format("{:.2f}", o2.concurrency));
+    }
+    if (y.iterator) {
+      o += fmt::format("\nIterator: blocked {} (first batch {}), user code {}{}.\n",
+                       Ms(y.blocked_s), Ms(y.first_batch_s), Ms(y.user_s),
+                       std::isnan(y.consumer_wait_frac)
+                           ? std::string()
+                           : fmt::format(", waits {} after the first batch",
+                                         Pct(y.consumer_wait_frac)));
     }
     o += "\n";
   }
@@ -663,6 +751,22 @@ std::string RenderHtml(const Report& r) {
       h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                        Esc(s.name), s.threads, Pct(s.busy_frac), Pct(s.wait_input_frac),
                        Pct(s.wait_output_frac));
+    }
+    h += "</table>\n";
+  }
+  if (r.ray) {
+    const auto& y = *r.ray;
+    h += "<h2>Ray Data operators</h2><table><tr><th>operator</th><th>tasks</th><th>remote "
+         "wall</th><th>remote CPU</th><th>share</th><th>tasks running</th></tr>";
+    for (size_t i = 0; i < y.ops.size(); ++i) {
+      const auto& o = y.ops[i];
+      h += fmt::format("<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                       "</tr>",
+                       Esc(o.name), static_cast<int>(i) == y.bottleneck ? " <b>(most work)</b>" : "",
+                       o.tasks >= 0 ? std::to_string(o.tasks) : std::string("-"), Ms(o.wall_s),
+                       Ms(o.cpu_s), Pct(o.share),
+                       std::isnan(o.concurrency) ? std::string("-")
+                                                 : fmt::format("{:.2f}", o.concurrency));
     }
     h += "</table>\n";
   }

@@ -773,6 +773,221 @@ std::optional<Finding> PipelineStage(const Analysis& a, const GpuLogReport* log)
   return f;
 }
 
+// --- Ray Data stats ----------------------------------------------------------------------
+
+// Severity of a Ray finding that explains the consumer's wait: high when the loop is
+// input-bound, medium when it waits for part of its time, info when it keeps up; medium
+// without the iterator's breakdown (the wait is not known).
+const char* RaySeverity(const RayReport& r, const Thresholds& th) {
+  if (std::isnan(r.consumer_wait_frac)) return "medium";
+  return r.consumer_wait_frac >= th.input_verdict ? "high"
+         : r.consumer_wait_frac >= th.input_warn  ? "medium"
+                                                  : "info";
+}
+
+// Tiny tasks: Ray pays its scheduling and object transfer per task (about 10 ms+ per task
+// measured on a 2-core node, ../shared/reference/ray-scaleout.md), so tasks that work for
+// a few milliseconds leave the cluster mostly scheduling.
+constexpr double kRayTinyTaskS = 0.02;   // mean remote wall time per task
+constexpr int64_t kRayManyTasks = 50;    // tasks of one operator
+constexpr double kRayMinBlockBytes = 1 << 20;  // DEFAULT_TARGET_MIN_BLOCK_SIZE, 1 MiB
+
+// Many tasks, each short, and on average less than one of them running: the operator's
+// time goes to Ray's per-task overhead, not to its work.
+bool RayTinyTasks(const RayOperatorRow& o) {
+  return o.tasks >= kRayManyTasks && !std::isnan(o.wall_mean_s) && o.wall_mean_s < kRayTinyTaskS &&
+         !std::isnan(o.concurrency) && o.concurrency < 1.0;
+}
+
+std::string RayOpNumbers(const RayOperatorRow& o) {
+  std::string s = fmt::format("{} of remote wall time", Ms(o.wall_s));
+  if (o.tasks >= 0) {
+    s += fmt::format(" in {} task{}", o.tasks, o.tasks == 1 ? "" : "s");
+    if (!std::isnan(o.wall_mean_s)) s += fmt::format(" ({} each on average)", Ms(o.wall_mean_s));
+  }
+  s += fmt::format(", CPU {}", Ms(o.cpu_s));
+  return s;
+}
+
+// The operator with the largest share of Ray Data's work (remote wall time summed over its
+// tasks); what to do depends on whether the training loop waits for Ray Data.
+std::optional<Finding> RayOperator(const Analysis& a, const GpuLogReport* log) {
+  const Thresholds& th = *a.th;
+  const RayReport& r = *a.rep->ray;
+  if (r.bottleneck < 0) return std::nullopt;
+  const RayOperatorRow& o = r.ops[r.bottleneck];
+  Finding f;
+  f.id = "ray.operator";
+  f.severity = RaySeverity(r, th);
+  f.title = fmt::format("Ray Data operator '{}' does {} of the work", o.name, Pct(o.share));
+  std::string others;
+  for (const auto& x : r.ops) {
+    if (&x == &o) continue;
+    others += fmt::format("{}{} {} ({})", others.empty() ? "" : ", ", x.name, Ms(x.wall_s),
+                          Pct(x.share));
+  }
+  f.evidence = fmt::format("{}: {}", o.name, RayOpNumbers(o));
+  if (!std::isnan(o.concurrency) && !std::isnan(o.elapsed_s)) {
+    f.evidence += fmt::format("; {:.2f} tasks running at a time over its {}", o.concurrency,
+                              Ms(o.elapsed_s));
+  }
+  if (o.nodes > 0) f.evidence += fmt::format(" on {} node{}", o.nodes, o.nodes == 1 ? "" : "s");
+  f.evidence += others.empty() ? " (the only operator)." : fmt::format("; the others: {}.", others);
+  bool waits = !std::isnan(r.consumer_wait_frac) && r.consumer_wait_frac >= th.input_warn;
+  if ((waits || std::isnan(r.consumer_wait_frac)) && RayTinyTasks(o)) {
+    f.fix = fmt::format("Its tasks are tiny and mostly not running (see ray.task_overhead): "
+                        "more CPUs or a larger pool would not help '{}'; fewer, bigger tasks "
+                        "would.",
+                        o.name);
+  } else if (waits || std::isnan(r.consumer_wait_frac)) {
+    f.fix = fmt::format(
+        "{} the training loop waits for it: give '{}' more parallelism -- more CPU nodes or "
+        "cores for Ray, a larger pool (map_batches(..., compute=ray.data.TaskPoolStrategy("
+        "size=N)), or ActorPoolStrategy for a class UDF; `concurrency=` before Ray 2.60), "
+        "num_cpus matching the threads it uses -- or make it cheaper per row. For image "
+        "decode and augmentation, stoker.ray.RayPipeline runs stoker's C++ engine on Ray "
+        "actors (no per-task scheduling; docs/ray.md).",
+        std::isnan(r.consumer_wait_frac) ? "If" : "It bounds Ray Data and", o.name);
+  } else {
+    f.fix = "Ray Data keeps up with the training loop: this is where its CPU goes, nothing "
+            "to change for throughput.";
+  }
+  return f;
+}
+
+// A loop waiting this share of its time did no work of its own (a drain, a benchmark).
+constexpr double kRayDrainWait = 0.95;
+
+// The training loop's wait in iter_batches, split the way Ray splits it.
+std::optional<Finding> RayConsumerWait(const Analysis& a, const GpuLogReport* log) {
+  const Thresholds& th = *a.th;
+  const RayReport& r = *a.rep->ray;
+  if (std::isnan(r.consumer_wait_frac) || r.consumer_wait_frac < th.input_warn) return std::nullopt;
+  Finding f;
+  f.id = "ray.consumer_wait";
+  f.severity = RaySeverity(r, th);
+  f.title = r.consumer_wait_frac >= th.input_verdict
+                ? "The training loop is input-bound: it waits for Ray Data in iter_batches"
+                : "Part of the training loop waits for Ray Data";
+  f.evidence = fmt::format(
+      "Blocked in iter_batches {} after the first batch (the first batch: {}), against {} in "
+      "the loop's own code: {} of its time waits{}.",
+      Ms(r.wait_s), Ms(r.first_batch_s), Ms(r.user_s), Pct(r.consumer_wait_frac),
+      r.batches > 0 ? fmt::format(" ({} batches)", r.batches) : std::string());
+  // Ray's own split of the blocked time.
+  struct Part { const char* name; double s; };
+  Part parts[] = {{"production wait (no block ready)", r.production_wait_s},
+                  {"data transfer (ray.get)", r.data_transfer_s},
+                  {"batching", r.batching_s},
+                  {"format", r.format_s},
+                  {"collate", r.collate_s},
+                  {"host-to-device", r.finalize_s}};
+  std::string split;
+  const Part* top = nullptr;
+  for (const auto& p : parts) {
+    if (std::isnan(p.s) || p.s <= 0) continue;
+    split += fmt::format("{}{} {}", split.empty() ? "" : ", ", p.name, Ms(p.s));
+    if (top == nullptr || p.s > top->s) top = &p;
+  }
+  if (!split.empty()) f.evidence += " Of the blocked time: " + split + ".";
+  std::string op = r.bottleneck >= 0 ? r.ops[r.bottleneck].name : std::string("the slowest operator");
+  if (top == nullptr || top == &parts[0]) {
+    f.fix = fmt::format("Ray Data produces blocks slower than the loop consumes them: speed "
+                        "up '{}' (see ray.operator); a deeper prefetch (iter_batches("
+                        "prefetch_batches=N)) only hides bursts.",
+                        op);
+  } else if (top == &parts[1]) {
+    f.fix = "Blocks are ready but slow to fetch: they live on other nodes or are large; "
+            "raise prefetch_batches so transfers overlap the step, keep blocks near the "
+            "trainer (locality_hints in streaming_split), or make blocks smaller.";
+  } else {
+    f.fix = "The iterator's own work (batching, formatting, collate) holds the loop: use "
+            "batch_format=\"numpy\", a batch_size that is a multiple of the block's rows, "
+            "and prefetch_batches >= 2 so it runs ahead in its thread.";
+  }
+  // A loop that did (almost) no work of its own drained Ray Data like a benchmark: the
+  // wait says what Ray Data delivers, not what training would gain.
+  double step = r.wait_s + r.user_s;
+  if (step > 0 && std::isfinite(step) && r.consumer_wait_frac < kRayDrainWait) {
+    f.expected_speedup = SpeedupFromRemoving(step, r.wait_s);
+  }
+  return f;
+}
+
+std::optional<Finding> RayTaskOverhead(const Analysis& a, const GpuLogReport* log) {
+  const Thresholds& th = *a.th;
+  const RayReport& r = *a.rep->ray;
+  const RayOperatorRow* worst = nullptr;
+  for (const auto& o : r.ops) {
+    if (!RayTinyTasks(o)) continue;
+    if (worst == nullptr || o.concurrency < worst->concurrency) worst = &o;
+  }
+  if (worst == nullptr) return std::nullopt;
+  const RayOperatorRow& o = *worst;
+  Finding f;
+  f.id = "ray.task_overhead";
+  f.severity = RaySeverity(r, th);
+  if (f.severity == "info") f.severity = "low";
+  f.title = fmt::format("Operator '{}' runs many tiny tasks: Ray's per-task overhead dominates",
+                        o.name);
+  f.evidence = fmt::format(
+      "{} tasks of {} remote wall time on average ({} in all) over the operator's {}: {:.2f} "
+      "tasks running at a time, the rest of the time goes to scheduling and moving blocks",
+      o.tasks, Ms(o.wall_mean_s), Ms(o.wall_s), Ms(o.elapsed_s), o.concurrency);
+  if (!std::isnan(o.bytes_per_block) && o.bytes_per_block < kRayMinBlockBytes) {
+    f.evidence += fmt::format("; {:.0f} bytes per output block (Ray aims for at least 1 MiB)",
+                              o.bytes_per_block);
+  }
+  f.evidence += ".";
+  f.fix = "Fewer, bigger tasks: lower override_num_blocks (or leave Ray to size read "
+          "tasks), a larger batch_size in map_batches, raise DataContext.target_min_block_size; "
+          "for stoker.ray.datasource raise task_bytes; or keep the work in long-lived actors "
+          "(ActorPoolStrategy, stoker.ray.RayPipeline) instead of one task per small block.";
+  if (o.elapsed_s > 0 && o.concurrency > 0 && std::isfinite(o.elapsed_s)) {
+    // If the same work ran at one task at a time without gaps.
+    f.expected_speedup = std::min(SpeedupFromRemoving(o.elapsed_s, o.elapsed_s - o.wall_s),
+                                  20.0);
+  }
+  return f;
+}
+
+std::optional<Finding> RaySpill(const Analysis& a, const GpuLogReport* log) {
+  const RayReport& r = *a.rep->ray;
+  if (std::isnan(r.spilled_mb) || r.spilled_mb <= 0) return std::nullopt;
+  Finding f;
+  f.id = "ray.spill";
+  f.severity = "medium";
+  f.title = "Ray spilled objects to disk";
+  f.evidence = fmt::format("{:.0f} MB spilled from the object store to disk while the dataset "
+                           "ran.",
+                           r.spilled_mb);
+  f.fix = "Keep fewer blocks in flight: consume as you go instead of materialize(), cap "
+          "Ray Data's object-store share (DataContext.execution_options.resource_limits), "
+          "smaller blocks; or give the object store more memory (--object-store-memory).";
+  return f;
+}
+
+// Ray Data keeps up: the training loop's own code is the slow side.
+std::optional<Finding> RayConsumerBound(const Analysis& a, const GpuLogReport* log) {
+  const Report& rep = *a.rep;
+  if (rep.primary != Verdict::kComputeBound || rep.has_trace || !rep.ray ||
+      std::isnan(rep.ray->consumer_wait_frac)) {
+    return std::nullopt;
+  }
+  const RayReport& r = *rep.ray;
+  Finding f;
+  f.id = "ray.consumer_bound";
+  f.severity = "info";
+  f.title = "Ray Data keeps up: the training loop's own work sets the pace";
+  f.evidence = fmt::format("The loop's own code took {}; it waited {} for Ray Data after the "
+                           "first batch ({}).",
+                           Ms(r.user_s), Ms(r.wait_s), Pct1(r.consumer_wait_frac));
+  f.fix = "Nothing to change in Ray Data for throughput (fewer CPUs for it would do): to go "
+          "faster, make the step cheaper (profile it: stoker doctor on a torch.profiler "
+          "trace).";
+  return f;
+}
+
 std::optional<Finding> ComputeBound(const Analysis& a, const GpuLogReport* log) {
   const Report& rep = *a.rep;
   const Fractions& B = a.B();
@@ -809,6 +1024,11 @@ std::optional<Finding> EvidenceMissing(const Analysis& a, const GpuLogReport* lo
             : fmt::format(", the process tree used {:.1f}{} cores on average",
                           g.proc_cpu_cores_mean,
                           std::isnan(g.cpus) ? std::string() : fmt::format(" of {:.0f}", g.cpus)));
+  } else if (rep.ray && !rep.has_trace) {
+    f.evidence = fmt::format("{}: Ray Data's per-operator stats without the iterator's time "
+                             "breakdown: which operator works most is known, not whether the "
+                             "training loop waited for it.",
+                             rep.ray->path);
   } else {
     f.evidence = "The traces have no step windows to break down.";
   }
@@ -950,11 +1170,32 @@ const std::vector<Rule>& Rules() {
      ">= 50% of the wall time (summed over threads); high when the consumer waits >= "
      "{input_verdict}",
      "", "stoker (kafka_fetch_wait_s, kafka_lag)", &KafkaBrokerWait},
+    // Ray Data stats.
+    {"ray.consumer_wait", RuleScope::kRay,
+     "the training loop waits >= {input_warn} of its time in iter_batches after the first "
+     "batch (high at {input_verdict})",
+     "the wait", "TensorBoard plugin R1 / TensorFlow input-pipeline analyzer",
+     &RayConsumerWait},
+    {"ray.operator", RuleScope::kRay,
+     "the operator with the largest share of remote wall time; high when the loop waits >= "
+     "{input_verdict}, info when it waits < {input_warn}",
+     "", "stoker (Ray Data per-operator stats)", &RayOperator},
+    {"ray.task_overhead", RuleScope::kRay,
+     ">= 50 tasks of < 20 ms mean remote wall time and < 1 task running at a time",
+     "the operator's time outside its tasks",
+     "stoker: ~10 ms+ per task measured (docs/ray.md); Ray's 1 MiB target minimum block size",
+     &RayTaskOverhead},
+    {"ray.spill", RuleScope::kRay, "Ray reports bytes spilled to disk", "", "Ray Data stats",
+     &RaySpill},
     // After the verdict.
     {"compute.bound", RuleScope::kVerdict, "the compute_bound verdict on a trace", "",
      "stoker", &ComputeBound},
+    {"ray.consumer_bound", RuleScope::kVerdict,
+     "the compute_bound verdict on Ray Data stats (the loop waits < {input_warn})", "",
+     "stoker", &RayConsumerBound},
     {"evidence.missing", RuleScope::kVerdict,
-     "the unknown verdict: no trace with steps, no GPU utilization sample, no pipeline metrics",
+     "the unknown verdict: no trace with steps, no GPU utilization sample, no pipeline "
+     "metrics, no Ray Data iterator breakdown",
      "", "stoker", &EvidenceMissing},
   };
   // clang-format on
@@ -1075,6 +1316,7 @@ std::vector<RuleInfo> ListRules(const Thresholds& th) {
     const char* scope = r.scope == RuleScope::kTrace      ? "trace"
                         : r.scope == RuleScope::kGpuLog   ? "GPU log"
                         : r.scope == RuleScope::kPipeline ? "pipeline metrics"
+                        : r.scope == RuleScope::kRay      ? "Ray Data stats"
                                                           : "the verdict";
     out.push_back({r.id, scope, FillThresholds(r.when, th), r.gain, r.source});
   }

@@ -53,6 +53,23 @@ std::optional<Candidate> PipelineWait(const Analysis& a) {
                    a.th->input_verdict};
 }
 
+// Ray Data stats with the iterator's breakdown: the training loop's wait in iter_batches
+// after its first batch, against that plus its own code.
+std::optional<Candidate> RayWait(const Analysis& a) {
+  if (!a.rep->ray || a.has_trace() || std::isnan(a.rep->ray->consumer_wait_frac)) {
+    return std::nullopt;
+  }
+  return Candidate{Verdict::kInputBound, a.rep->ray->consumer_wait_frac, a.th->input_verdict};
+}
+
+// The consumer's share of its own time when no trace or GPU log says more (pipeline
+// metrics say nothing of the consumer's work; Ray's iterator breakdown does).
+double RayUserShare(const Analysis& a) {
+  const auto& r = a.rep->ray;
+  if (!r || std::isnan(r->consumer_wait_frac)) return NAN;
+  return 1.0 - r->consumer_wait_frac;
+}
+
 }  // namespace
 
 const std::vector<Cause>& Causes() {
@@ -76,6 +93,9 @@ const std::vector<Cause>& Causes() {
      "TensorBoard plugin R5, Nsight Systems gpu_time_util", &LogUtilization},
     {Verdict::kInputBound, "pipeline metrics, no trace", "consumer_wait_frac",
      "{input_verdict}", "TensorFlow input-pipeline analyzer", &PipelineWait},
+    {Verdict::kInputBound, "Ray Data stats with the iterator breakdown, no trace",
+     "blocked in iter_batches after the first batch / (that + user code)", "{input_verdict}",
+     "TensorFlow input-pipeline analyzer", &RayWait},
   };
   // clang-format on
   return kCauses;
@@ -89,13 +109,15 @@ std::vector<CauseInfo> ListCauses(const Thresholds& th) {
   }
   // When no cause reaches its threshold (SelectVerdict).
   out.push_back({"compute_bound", "no cause at its threshold",
-                 "compute (GPU logs only: mean utilization)",
+                 "compute (GPU logs only: mean utilization; Ray Data stats only: user code "
+                 "share of the loop)",
                  FillThresholds("compute >= {compute_bound} and data_wait < {input_warn}", th),
                  "stoker; 5% is TensorBoard plugin R1"});
   out.push_back({"healthy", "no cause at its threshold", "(no single bottleneck; smaller "
                  "findings may remain)", "", ""});
   out.push_back({"unknown", "no evidence: no trace with steps, no GPU utilization sample, no "
-                 "pipeline metrics (e.g. stoker watch without a GPU)",
+                 "pipeline metrics, no Ray Data iterator breakdown (e.g. stoker watch without "
+                 "a GPU)",
                  "(nothing is scored; the report says what to record next)", "", ""});
   return out;
 }
@@ -123,6 +145,11 @@ void SelectVerdict(const Analysis& a) {
   }
   double compute_share =
       rep.has_trace ? B.compute : (std::isnan(a.util_mean) ? 0 : a.util_mean / 100.0);
+  double wait_share = B.data_wait;
+  if (!rep.has_trace && std::isnan(a.util_mean) && !std::isnan(RayUserShare(a))) {
+    compute_share = RayUserShare(a);
+    wait_share = rep.ray->consumer_wait_frac;
+  }
   if (!a.evidence()) {
     // Nothing says where the time goes (host samples only, no step measured): neither a
     // bottleneck nor its absence can be claimed.
@@ -148,7 +175,7 @@ void SelectVerdict(const Analysis& a) {
     }
     if (!rep.has_trace) c -= 0.2;
     rep.confidence = std::clamp(c, 0.2, 0.98);
-  } else if (compute_share >= th.compute_bound && B.data_wait < th.input_warn) {
+  } else if (compute_share >= th.compute_bound && wait_share < th.input_warn) {
     rep.primary = Verdict::kComputeBound;
     double c = 0.6 + 0.35 * std::min(1.0, (compute_share - th.compute_bound) / 0.15);
     if (!rep.has_trace) c -= 0.2;
@@ -164,9 +191,19 @@ void SelectVerdict(const Analysis& a) {
       rep.pipeline->consumer_wait_frac >= 0.95) {
     rep.confidence = std::min(rep.confidence, 0.5);  // a benchmark says nothing of the model
   }
+  if (rep.ray && !rep.pipeline && !rep.has_trace && rep.gpu_logs.empty() &&
+      rep.ray->consumer_wait_frac >= 0.95) {
+    rep.confidence = std::min(rep.confidence, 0.5);  // the same for a loop that drained Ray
+  }
 }
 
 std::string RecordNext(const Analysis& a) {
+  if (a.rep->ray && !a.rep->ray->iterator && !a.has_trace() && a.rep->gpu_logs.empty()) {
+    return "Record next: the iterator's breakdown, which says whether the training loop "
+           "waited on Ray Data: after an epoch, ds._get_stats_summary().to_string() (Ray "
+           "2.60's ds.stats() leaves it out when the dataset was consumed with iter_batches), "
+           "or stoker.ray.diagnose(ds).";
+  }
   return "Record next: a profiler trace of a few training steps (torch.profiler with "
          "schedule=... and prof.step(), or stoker watch --trace DIR) for the breakdown" +
          std::string(a.rep->gpu_logs.empty() || a.any_util
@@ -204,6 +241,20 @@ void WriteSummary(const Analysis& a) {
                                                  "DataLoader{}.",
                                                  Pct(B.data_wait), step,
                                                  top_gain("input.dataloader")))
+                        : (rep.ray && !rep.pipeline && rep.gpu_logs.empty() &&
+                           !std::isnan(rep.ray->consumer_wait_frac))
+                        ? fmt::format("Input-bound: the training loop waits {} of its time for "
+                                      "Ray Data (blocked in iter_batches {} after the first "
+                                      "batch, its own code {}){}.",
+                                      Pct(rep.ray->consumer_wait_frac), Ms(rep.ray->wait_s),
+                                      Ms(rep.ray->user_s),
+                                      rep.ray->bottleneck >= 0
+                                          ? fmt::format("; operator '{}' does {} of Ray Data's "
+                                                        "work",
+                                                        rep.ray->ops[rep.ray->bottleneck].name,
+                                                        Pct(rep.ray->ops[rep.ray->bottleneck]
+                                                                .share))
+                                          : std::string())
                         : (rep.pipeline && !rep.has_trace && rep.gpu_logs.empty()
                                ? (rep.pipeline->consumer_wait_frac >= 0.95
                                       ? fmt::format(
@@ -222,6 +273,14 @@ void WriteSummary(const Analysis& a) {
                                              util_mean));
       break;
     case Verdict::kComputeBound:
+      if (!rep.has_trace && std::isnan(util_mean) && rep.ray &&
+          !std::isnan(rep.ray->consumer_wait_frac)) {
+        rep.summary = fmt::format(
+            "Consumer-bound: the training loop's own code takes {} of its time ({}) and Ray "
+            "Data keeps up (blocked {} after the first batch).",
+            Pct(1.0 - rep.ray->consumer_wait_frac), Ms(rep.ray->user_s), Ms(rep.ray->wait_s));
+        break;
+      }
       rep.summary = fmt::format("Compute-bound: compute fills {} of the {} step and the input "
                                 "pipeline keeps up.",
                                 rep.has_trace ? Pct(B.compute) : Pct(compute_share),
@@ -255,6 +314,13 @@ void WriteSummary(const Analysis& a) {
       rep.summary = "Unknown: nothing in these inputs shows where the time goes. " + RecordNext(a);
       break;
     case Verdict::kHealthy:
+      if (!rep.has_trace && std::isnan(util_mean) && rep.ray &&
+          !std::isnan(rep.ray->consumer_wait_frac)) {
+        rep.summary = fmt::format("Healthy: the training loop waits {} of its time for Ray "
+                                  "Data after the first batch; its own code takes the rest.",
+                                  Pct(rep.ray->consumer_wait_frac));
+        break;
+      }
       rep.summary = rep.has_trace
                         ? fmt::format("Healthy: no single bottleneck; DataLoader wait {}, "
                                       "compute {} of the {} step.",
@@ -293,8 +359,11 @@ void WriteSummary(const Analysis& a) {
   }
 }
 
+void AddRayNotes(const Analysis& a);
+
 void AddInputNotes(const Analysis& a) {
   Report& rep = *a.rep;
+  AddRayNotes(a);
   if (rep.pipeline && !rep.has_trace && rep.gpu_logs.empty() &&
       rep.pipeline->consumer_wait_frac >= 0.95) {
     rep.notes.push_back("The pipeline's consumer waited almost all the time: it did no work "
@@ -306,6 +375,21 @@ void AddInputNotes(const Analysis& a) {
         "{}: the cores available to the pipeline are not recorded: core saturation is judged "
         "against its {} threads; pass --cpus N for the machine's cores.",
         rep.pipeline->path, rep.pipeline->threads));
+  }
+}
+
+void AddRayNotes(const Analysis& a) {
+  Report& rep = *a.rep;
+  if (!rep.ray || rep.has_trace || !rep.gpu_logs.empty()) return;
+  const RayReport& y = *rep.ray;
+  if (y.consumer_wait_frac >= 0.95) {
+    rep.notes.push_back(fmt::format(
+        "The loop over the Ray dataset did almost no work of its own ({} against {} blocked): "
+        "it drained Ray Data like a benchmark, so the verdict is about Ray Data's capacity{}; "
+        "compare it with what the training step consumes.",
+        Ms(y.user_s), Ms(y.wait_s),
+        std::isnan(y.rows_per_s) ? std::string()
+                                 : fmt::format(" ({:.1f} rows/s)", y.rows_per_s)));
   }
 }
 

@@ -14,6 +14,7 @@ const char* InputKindName(InputKind k) {
     case InputKind::kTrace: return "trace";
     case InputKind::kGpuLog: return "GPU log";
     case InputKind::kPipelineMetrics: return "pipeline metrics";
+    case InputKind::kRayDataStats: return "Ray Data stats";
     case InputKind::kUnknown: return "unknown";
   }
   return "unknown";
@@ -46,6 +47,7 @@ InputKind SniffInput(std::string_view head) {
     if (LooksLikePipelineMetrics(head)) return InputKind::kPipelineMetrics;
     return InputKind::kUnknown;
   }
+  if (LooksLikeRayDataStats(head)) return InputKind::kRayDataStats;
   if (LooksLikeGpuLog(head)) return InputKind::kGpuLog;
   return InputKind::kUnknown;
 }
@@ -118,7 +120,7 @@ Result<Inputs> ReadInputs(Env* env, const std::vector<std::string>& paths,
     if (head.empty()) return InvalidArgument("{}: empty file", f);
     if (head.find('\0') != std::string::npos) {
       return InvalidArgument("{}: a binary file: not a trace (JSON), a GPU log (CSV/dmon) or "
-                             "pipeline metrics (JSON)",
+                             "pipeline metrics (JSON) or Ray Data stats (text)",
                              f);
     }
     switch (SniffInput(head)) {
@@ -138,10 +140,15 @@ Result<Inputs> ReadInputs(Env* env, const std::vector<std::string>& paths,
         in.pipelines.push_back(std::move(m));
         break;
       }
+      case InputKind::kRayDataStats: {
+        STOKER_ASSIGN_OR_RETURN(auto r, ReadRayDataStats(env, f));
+        in.ray_stats.push_back(std::move(r));
+        break;
+      }
       case InputKind::kUnknown:
         return InvalidArgument(
             "{}: not a PyTorch profiler trace (Chrome trace JSON), an nvidia-smi/dcgmi log or "
-            "stoker pipeline metrics (JSON with \"stages\")",
+            "stoker pipeline metrics (JSON with \"stages\") or Ray Data stats (ds.stats() text)",
             f);
     }
   }

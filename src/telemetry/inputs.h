@@ -1,6 +1,6 @@
 // What a file of telemetry is, and reading a list of files and folders into parsed inputs:
 // profiler traces (one per rank), GPU logs (nvidia-smi, dmon, dcgmi, stoker watch) and
-// stoker pipeline metrics. The kind of a file is sniffed from its first bytes, never from
+// stoker pipeline metrics, Ray Data's per-operator stats (text). The kind of a file is sniffed from its first bytes, never from
 // its name; each reader's own LooksLike* test decides for its kind.
 //
 //   STOKER_ASSIGN_OR_RETURN(telemetry::Inputs in, telemetry::ReadInputs(env, {"runs/"}));
@@ -14,12 +14,14 @@
 #include "io/env.h"
 #include "telemetry/gpu_log.h"
 #include "telemetry/pipeline_metrics.h"
+#include "telemetry/ray_stats.h"
 #include "telemetry/trace.h"
 
 namespace stoker::telemetry {
 
-enum class InputKind { kTrace, kGpuLog, kPipelineMetrics, kUnknown };
-const char* InputKindName(InputKind k);  // "trace", "GPU log", "pipeline metrics", "unknown"
+enum class InputKind { kTrace, kGpuLog, kPipelineMetrics, kRayDataStats, kUnknown };
+// "trace", "GPU log", "pipeline metrics", "Ray Data stats", "unknown"
+const char* InputKindName(InputKind k);
 
 // The kind of a file from its head (the first 64 KiB, decompressed).
 InputKind SniffInput(std::string_view head);
@@ -34,6 +36,7 @@ struct Inputs {
   std::vector<TraceSummary> traces;  // ranks unique, filled in file order where unknown
   std::vector<GpuLog> gpu_logs;
   std::vector<PipelineMetrics> pipelines;
+  std::vector<RayDataStats> ray_stats;  // Ray Data's ds.stats() text
   std::vector<std::string> notes;    // e.g. "skipped README.md in traces/"
 };
 
