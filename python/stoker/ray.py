@@ -289,11 +289,13 @@ def local_cluster(nodes=2, cpus_per_node=1, head_cpus=0, object_store_mb=150):
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": head_cpus,
                                                      "object_store_memory": mem,
                                                      "include_dashboard": False,
-                                                     # a killed node is noticed in ~1 s
+                                                     # a killed node is noticed in ~3 s;
+                                                     # 500 ms x 2 marked a live node dead
+                                                     # on a loaded 2-core machine
                                                      "_system_config": {
-                                                         "health_check_period_ms": 500,
-                                                         "health_check_timeout_ms": 500,
-                                                         "health_check_failure_threshold": 2}})
+                                                         "health_check_period_ms": 1000,
+                                                         "health_check_timeout_ms": 1000,
+                                                         "health_check_failure_threshold": 3}})
     handles = [c.add_node(num_cpus=cpus_per_node, object_store_memory=mem,
                           resources={"stoker_worker": 1}) for _ in range(nodes)]
     c.wait_for_nodes(timeout=60)
