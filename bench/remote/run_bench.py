@@ -15,7 +15,8 @@ shards are written by `stoker convert` (--no-index: no .idx, as webdataset's own
 leaves them, so the reader must scan each tar) and uploaded with boto3.
 
 Sides (I/O only: bytes of every sample, no decode):
-  * raw GET        boto3 get_object of whole shards, --threads in parallel (the link's limit
+  * raw GET        boto3 get_object of whole shards, --connections (default --threads) in
+                   parallel (the link's limit
                    for that many connections: what any reader can reach at best)
   * stoker         `stoker bench pipeline --data wds:s3://... --decode raw --threads N
                    --no-shuffle`, with STOKER_S3_THREADS=N (the same number of connections
@@ -272,6 +273,9 @@ def main():
     ap.add_argument("--conn-mb-s", type=float, default=25)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--connections", type=int, default=None,
+                    help="connections of the raw GET side and of stoker (STOKER_S3_THREADS); "
+                         "default: --threads")
     default_peer = os.path.join(ROOT, ".venv-torch2", "bin", "python")
     ap.add_argument("--peer-python", default=default_peer if os.path.exists(default_peer) else None,
                     help="interpreter with torch >= 2 and the peers (bench/install-torch2-peers.sh)")
@@ -315,10 +319,11 @@ def main():
     s3spec = f"wds:s3://{bucket}/{prefix}/train-{{00000..{len(tars) - 1:05d}}}.tar"
     local = f"wds:{shards}/train-{{00000..{len(tars) - 1:05d}}}.tar"
     icache = os.path.join(a.work, "index-cache")
-    senv = dict(base, STOKER_S3_THREADS=str(a.threads), STOKER_INDEX_CACHE=icache)
+    conns = a.connections or a.threads
+    senv = dict(base, STOKER_S3_THREADS=str(conns), STOKER_INDEX_CACHE=icache)
     stoker_run(s3spec, a.threads, senv)  # untimed: fills the index cache (no .idx beside them)
     sides = {
-        "raw GET (link limit)": lambda: raw_get(proxy, bucket, keys, a.threads)[1],
+        "raw GET (link limit)": lambda: raw_get(proxy, bucket, keys, conns)[1],
         "stoker": lambda: stoker_run(s3spec, a.threads, senv),
         "stoker, first run (scans)": lambda: stoker_run(
             s3spec, a.threads, dict(senv, STOKER_INDEX_CACHE="off")),
@@ -405,6 +410,7 @@ def main():
         "load_before": load0, "load_after": load1, "images": a.images, "shards": len(tars),
         "dataset_mb": total_bytes / 1e6, "sample_mb": n_sample_bytes / 1e6, "samples": n_samples,
         "latencies_ms": lats, "conn_mb_s": a.conn_mb_s, "threads": a.threads, "repeats": a.repeats,
+        "connections": conns,
         "peer_python": py, "per_latency": per_lat, "errors": errors, "failed_runs": failures,
     }
     for k, v in errors.items():
