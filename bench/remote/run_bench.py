@@ -394,7 +394,7 @@ def main():
             per_lat[str(lat)] = {"mb_s": res, "median_mb_s": med, "ratios": ratios,
                                  "load_before": l0, "load_after": os.getloadavg()}
             print(f"\n{lat:g} ms: {len(tars)} shards, {total_bytes / 1e6:.0f} MB; {a.conn_mb_s:g} MB/s per "
-                  f"connection, {a.threads} connections/threads; load {l0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+                  f"connection, {conns} connections (raw GET, stoker), {a.threads} threads/workers; load {l0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
             print("| side | MB/s median (range) | vs raw GET | stoker / side |")
             print("| --- | ---: | ---: | ---: |")
             for k, v in res.items():
