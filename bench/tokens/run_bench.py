@@ -107,16 +107,17 @@ def one_nanogpt(prefix, S, B, steps):
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def one_megatron(prefix, S, B, steps):
+def _megatron_loop(classes, prefix, S, B, steps, cache):
+    """GPTDataset + DataLoader over `prefix`: (wall s, CPU s) of `steps` batches."""
     import numpy as np
     import torch
 
-    GPTDataset, GPTDatasetConfig, IndexedDataset, Split, Tok = megatron()
+    GPTDataset, GPTDatasetConfig, IndexedDataset, Split, Tok = classes
     ind = IndexedDataset(prefix)
     cfg = GPTDatasetConfig(random_seed=1, sequence_length=S, split="1,0,0", tokenizer=Tok(),
                            reset_position_ids=True, reset_attention_mask=False,
                            eod_mask_loss=False, create_attention_mask=False,
-                           path_to_cache=os.path.join(os.path.dirname(prefix), "mcache"))
+                           path_to_cache=os.path.join(os.path.dirname(prefix), cache))
     ds = GPTDataset(ind, prefix, np.arange(len(ind), dtype=np.int32), (steps + 10) * B,
                     Split.train, cfg)
     dl = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=0, shuffle=False)
@@ -130,10 +131,12 @@ def one_megatron(prefix, S, B, steps):
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+def one_megatron(prefix, S, B, steps):
+    return _megatron_loop(megatron(), prefix, S, B, steps, "mcache")
+
+
 def one_megatron_torch2(prefix, S, B, steps):
     """The megatron side under torch >= 2, megatron.core imported as a user would."""
-    import numpy as np
-    import torch
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.indexed_dataset import IndexedDataset
     from megatron.core.datasets.utils import Split
@@ -142,22 +145,8 @@ def one_megatron_torch2(prefix, S, B, steps):
         vocab_size, eod, pad, bos = 50257, 50256, 50257, None
         unique_identifiers = {"class": "BenchTokenizer"}
 
-    ind = IndexedDataset(prefix)
-    cfg = GPTDatasetConfig(random_seed=1, sequence_length=S, split="1,0,0", tokenizer=Tok(),
-                           reset_position_ids=True, reset_attention_mask=False,
-                           eod_mask_loss=False, create_attention_mask=False,
-                           path_to_cache=os.path.join(os.path.dirname(prefix), "mcache2"))
-    ds = GPTDataset(ind, prefix, np.arange(len(ind), dtype=np.int32), (steps + 10) * B,
-                    Split.train, cfg)
-    dl = torch.utils.data.DataLoader(ds, batch_size=B, num_workers=0, shuffle=False)
-    it = iter(dl)
-    for _ in range(5):
-        next(it)
-    c0, t0 = time.process_time(), time.perf_counter()
-    for _ in range(steps):
-        b = next(it)
-        x, y = b["tokens"], b["labels"]
-    return time.perf_counter() - t0, time.process_time() - c0
+    return _megatron_loop((GPTDataset, GPTDatasetConfig, IndexedDataset, Split, Tok), prefix,
+                          S, B, steps, "mcache2")
 
 
 def litdata_dir(prefix):
