@@ -246,10 +246,12 @@ struct Config {
   // Read-ahead blocks (0: off) and how many are fetched ahead, in parallel (one GET each).
   // Measured (bench/remote, S3Proxy behind 20 ms and 25 MB/s per connection, 16
   // connections, with the look-ahead across shards): 2 MiB x 16 ahead read 10 MB shards at
-  // 107 MB/s and 100 MB shards at 168 (2 MiB x 8: 86-101 and 136; 4 MiB x 12: 77 and 190;
-  // 8 MiB x 4: 119 on 100 MB shards) — the bytes in flight per file set the rate.
+  // 107 MB/s and 100 MB shards at 168-178 (2 MiB x 8: 86-101 and 136; 4 MiB x 12: 77 and 190;
+  // 8 MiB x 4: 119 on 100 MB shards); on 100 MB shards 2 MiB x 24 194-200, x 32 158-160 —
+  // the bytes in flight per file set the rate, up to what the connections carry. A file
+  // smaller than the window is fetched whole (10 MB shards are unchanged by the depth).
   uint64_t block_bytes = 2ull << 20;
-  int blocks_ahead = 16;
+  int blocks_ahead = 24;
   uint64_t readahead_budget = 512ull << 20;
   int threads = 16;
   static Config FromEnv() {
