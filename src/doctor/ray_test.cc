@@ -2,30 +2,15 @@
 // recorded run (tests/traces/ray/) -- the golden cases cover the recorded files as they are.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "doctor/doctor.h"
 #include "doctor/render.h"
+#include "telemetry/ray_stats_testing.h"
 
 namespace stoker::doctor {
 namespace {
 
-std::string Recorded(const std::string& name) {
-  std::ifstream f(std::filesystem::path(STOKER_SOURCE_DIR) / "tests/traces/ray" / name,
-                  std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string Edit(std::string s, const std::string& from, const std::string& to) {
-  size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) s.replace(at, from.size(), to);
-  return s;
-}
+using ray_testing::Edit;
+using ray_testing::Recorded;
 
 Report DiagnoseText(const std::string& text) {
   auto st = telemetry::ParseRayDataStats(text, "ray.txt");

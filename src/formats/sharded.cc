@@ -5,6 +5,24 @@
 
 namespace stoker {
 
+Result<IndexingHandle> IndexingHandle::Open(Env* env, const std::string& path) {
+  IndexingHandle h;
+  h.env_ = env;
+  h.path_ = path;
+  h.object_ = IsObjectStoreUri(path);
+  OpenOptions probe;
+  probe.direct = h.object_;
+  STOKER_ASSIGN_OR_RETURN(auto f, env->NewRandomAccessFile(path, probe));
+  h.probe_ = std::move(f);
+  return h;
+}
+
+std::shared_ptr<RandomAccessFile> IndexingHandle::ForScan() const {
+  if (!object_) return probe_;
+  auto g = env_->NewRandomAccessFile(path_);
+  return g.ok() ? std::shared_ptr<RandomAccessFile>(std::move(g).value()) : probe_;
+}
+
 Result<std::vector<std::string>> ResolveShardList(Env* env, const std::string& spec,
                                                   std::initializer_list<const char*> exts) {
   std::vector<std::string> out;

@@ -30,6 +30,24 @@ Result<std::vector<std::string>> ResolveShardList(Env* env, const std::string& s
 Result<std::string> FormatShardPattern(const std::string& pattern, int shard);
 
 
+// A shard opened for indexing. An object shard is opened without read-ahead for the checks
+// (gzip magic, an index's first and last headers: a few bytes each, where read-ahead would
+// fetch whole blocks, the whole shard); ForScan() opens it again with read-ahead for a scan,
+// which reads it front to back. A local shard is one handle for both.
+class IndexingHandle {
+ public:
+  static Result<IndexingHandle> Open(Env* env, const std::string& path);
+  const RandomAccessFile& probe() const { return *probe_; }
+  const std::shared_ptr<RandomAccessFile>& shared_probe() const { return probe_; }
+  std::shared_ptr<RandomAccessFile> ForScan() const;
+
+ private:
+  Env* env_ = nullptr;
+  std::string path_;
+  bool object_ = false;
+  std::shared_ptr<RandomAccessFile> probe_;
+};
+
 // Runs index_one(path) for every shard, on up to 8 threads (at most one per core: scans are
 // CPU and disk work), or up to 16 for object URLs (there a scan waits on the network);
 // results in shard order.

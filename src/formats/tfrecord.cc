@@ -346,25 +346,15 @@ struct ShardIndexResult {
 
 ShardIndexResult IndexTFRecordShard(Env* env, const std::string& path) {
   ShardIndexResult r;
-  // An object file is opened without read-ahead for the checks (a few bytes each), and again
-  // with it for a scan (as WebDataset shards: wds.cc).
-  const bool object = IsObjectStoreUri(path);
-  OpenOptions probe;
-  probe.direct = object;
-  auto fr = env->NewRandomAccessFile(path, probe);
-  if (!fr.ok()) {
-    r.error = fr.status();
+  auto h = IndexingHandle::Open(env, path);
+  if (!h.ok()) {
+    r.error = h.status();
     return r;
   }
-  std::shared_ptr<RandomAccessFile> file(std::move(fr).value());
-  auto for_scan = [&]() -> std::shared_ptr<RandomAccessFile> {
-    if (!object) return file;
-    auto g = env->NewRandomAccessFile(path);
-    return g.ok() ? std::shared_ptr<RandomAccessFile>(std::move(g).value()) : file;
-  };
+  const std::shared_ptr<RandomAccessFile>& file = h->shared_probe();
   if (IsGzipFile(*file)) {
     r.gzip = true;
-    GzipReader rd(for_scan());
+    GzipReader rd(h->ForScan());
     uint8_t h[kTFRecordHeader];
     for (uint64_t rec = 0;; ++rec) {
       uint64_t off = rd.position();
@@ -418,7 +408,7 @@ ShardIndexResult IndexTFRecordShard(Env* env, const std::string& path) {
       return r;
     r.records.clear();
   }
-  TFRecordScan scan = ScanTFRecordFile(*for_scan());
+  TFRecordScan scan = ScanTFRecordFile(*h->ForScan());
   r.records = std::move(scan.records);
   r.error = scan.error;
   if (r.error.ok() && !cached.empty()) WriteIndexCache(cached, FormatTFRecordIndex(r.records));

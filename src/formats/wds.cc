@@ -12,7 +12,6 @@
 #include "formats/builtin.h"
 #include "formats/index_cache.h"
 #include "io/gzip.h"
-#include "io/object_env.h"
 #include "io/sniff.h"
 
 namespace stoker {
@@ -235,24 +234,12 @@ Status EndsMatchHeaders(const RandomAccessFile& file, const WdsShardIndex& idx,
 ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   ShardResult r;
   r.idx.path = path;
-  // An object shard is opened without read-ahead for the checks (the gzip magic, an index's
-  // first and last headers: a few bytes each, where read-ahead would fetch whole blocks, the
-  // whole shard), and again with it for a scan, which reads the shard front to back.
-  const bool object = IsObjectStoreUri(path);
-  OpenOptions probe;
-  probe.direct = object;
-  auto f = env->NewRandomAccessFile(path, probe);
-  if (!f.ok()) {
-    r.error = f.status();
+  auto h = IndexingHandle::Open(env, path);
+  if (!h.ok()) {
+    r.error = h.status();
     return r;
   }
-  std::shared_ptr<RandomAccessFile> owned(std::move(f).value());
-  const RandomAccessFile& file = *owned;
-  auto for_scan = [&]() -> std::shared_ptr<RandomAccessFile> {
-    if (!object) return owned;
-    auto g = env->NewRandomAccessFile(path);
-    return g.ok() ? std::shared_ptr<RandomAccessFile>(std::move(g).value()) : owned;
-  };
+  const RandomAccessFile& file = h->probe();
   if (file.size() == 0) {
     r.error = Corrupt("{}: not a tar archive: it is an empty file", path);
     return r;
@@ -262,7 +249,7 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
     // through a per-shard stream (WdsDataset::ReadStreamed). Index files are not used:
     // their offsets cannot be reached without decompressing up to them.
     r.gzip = true;
-    GzipStreamFile stream(for_scan());
+    GzipStreamFile stream(h->ForScan());
     TarScan scan = ScanTar(stream);
     Status g = GroupWdsMembers(path, scan.members, &r.idx);
     if (!g.ok()) {
@@ -312,7 +299,7 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
       return r;
     }
   }
-  TarScan scan = ScanTar(*for_scan());
+  TarScan scan = ScanTar(*h->ForScan());
   Status g = GroupWdsMembers(path, scan.members, &r.idx);
   if (!g.ok()) {
     r.error = g;

@@ -4,30 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "telemetry/inputs.h"
+#include "telemetry/ray_stats_testing.h"
 
 namespace stoker::telemetry {
 namespace {
 
-std::string Recorded(const std::string& name) {
-  std::ifstream f(std::filesystem::path(STOKER_SOURCE_DIR) / "tests/traces/ray" / name,
-                  std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Replaces the first occurrence of `from` (which must be there).
-std::string Edit(std::string s, const std::string& from, const std::string& to) {
-  size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) s.replace(at, from.size(), to);
-  return s;
-}
+using ray_testing::Edit;
+using ray_testing::Recorded;
 
 TEST(RayStats, DurationsAsRayFormatsThem) {
   double v = 0;
