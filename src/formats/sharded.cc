@@ -2,8 +2,46 @@
 
 #include <cstdint>
 #include <cctype>
+#include <cstring>
+#include <mutex>
 
 namespace stoker {
+
+namespace {
+
+// The first bytes of an object fetched once, on the first read that falls inside them; other
+// reads go to the object.
+class PrefixBufferedFile final : public RandomAccessFile {
+ public:
+  static constexpr uint64_t kPrefix = 4096;
+  explicit PrefixBufferedFile(std::unique_ptr<RandomAccessFile> f) : f_(std::move(f)) {}
+  Result<size_t> ReadAt(uint64_t offset, size_t n, uint8_t* dst) const override {
+    const uint64_t have = std::min<uint64_t>(kPrefix, f_->size());
+    if (offset >= have || n > have - offset) return f_->ReadAt(offset, n, dst);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!loaded_) {
+        std::string buf(have, '\0');
+        STOKER_RETURN_IF_ERROR(f_->ReadExact(0, have, reinterpret_cast<uint8_t*>(buf.data())));
+        prefix_ = std::move(buf);
+        loaded_ = true;
+      }
+    }
+    std::memcpy(dst, prefix_.data() + offset, n);
+    return n;
+  }
+  uint64_t size() const override { return f_->size(); }
+  const std::string& path() const override { return f_->path(); }
+  std::string version() const override { return f_->version(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> f_;
+  mutable std::mutex mu_;
+  mutable bool loaded_ = false;
+  mutable std::string prefix_;  // written once under mu_, then only read
+};
+
+}  // namespace
 
 Result<IndexingHandle> IndexingHandle::Open(Env* env, const std::string& path) {
   IndexingHandle h;
@@ -13,8 +51,32 @@ Result<IndexingHandle> IndexingHandle::Open(Env* env, const std::string& path) {
   OpenOptions probe;
   probe.direct = h.object_;
   STOKER_ASSIGN_OR_RETURN(auto f, env->NewRandomAccessFile(path, probe));
-  h.probe_ = std::move(f);
+  if (h.object_)
+    h.probe_ = std::make_shared<PrefixBufferedFile>(std::move(f));
+  else
+    h.probe_ = std::move(f);
   return h;
+}
+
+SiblingFiles::SiblingFiles(Env* env, const std::vector<std::string>& shards) : env_(env) {
+  for (const std::string& s : shards) {
+    if (!IsObjectStoreUri(s)) continue;
+    std::string dir = DirName(s);
+    if (listed_.count(dir)) continue;
+    auto entries = env->ListDir(dir);
+    if (!entries.ok()) continue;  // each probe asks the store
+    std::set<std::string>& names = listed_[dir];
+    for (const DirEntry& e : *entries)
+      if (!e.is_dir) names.insert(e.name);
+  }
+}
+
+bool SiblingFiles::Exists(const std::string& path) const {
+  if (IsObjectStoreUri(path)) {
+    auto it = listed_.find(DirName(path));
+    if (it != listed_.end()) return it->second.count(BaseName(path)) > 0;
+  }
+  return env_->FileExists(path);
 }
 
 std::shared_ptr<RandomAccessFile> IndexingHandle::ForScan() const {

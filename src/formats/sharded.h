@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <algorithm>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,8 +34,9 @@ Result<std::string> FormatShardPattern(const std::string& pattern, int shard);
 
 // A shard opened for indexing. An object shard is opened without read-ahead for the checks
 // (gzip magic, an index's first and last headers: a few bytes each, where read-ahead would
-// fetch whole blocks, the whole shard); ForScan() opens it again with read-ahead for a scan,
-// which reads it front to back. A local shard is one handle for both.
+// fetch whole blocks, the whole shard); its first 4 KiB come in one request, so the gzip
+// sniff and the first header check share a round trip. ForScan() opens it again with
+// read-ahead for a scan, which reads it front to back. A local shard is one handle for both.
 class IndexingHandle {
  public:
   static Result<IndexingHandle> Open(Env* env, const std::string& path);
@@ -48,8 +51,25 @@ class IndexingHandle {
   std::shared_ptr<RandomAccessFile> probe_;
 };
 
+// Which files exist beside a list of shards (their index files), asked once per shard set.
+// For object shards one listing of each shard directory answers every probe: a Stat of a
+// missing key costs a HEAD and a LIST (two round trips, and the readers ask for two index
+// names per shard). Where listing is refused (a policy that grants GetObject but not
+// ListBucket) each probe asks the store. Local paths ask the file system. The listing is
+// taken when the dataset opens, as the per-file probes were.
+class SiblingFiles {
+ public:
+  SiblingFiles(Env* env, const std::vector<std::string>& shards);
+  bool Exists(const std::string& path) const;
+
+ private:
+  Env* env_;
+  std::map<std::string, std::set<std::string>> listed_;  // directory -> names in it
+};
+
 // Runs index_one(path) for every shard, on up to 8 threads (at most one per core: scans are
-// CPU and disk work), or up to 16 for object URLs (there a scan waits on the network);
+// CPU and disk work), or up to 32 for object URLs (there the checks and a scan wait on the
+// network: a set of 20-32 shards is checked in one wave of round trips);
 // results in shard order.
 template <typename R, typename F>
 std::vector<R> IndexShards(const std::vector<std::string>& paths, const char* thread_name,
@@ -57,7 +77,7 @@ std::vector<R> IndexShards(const std::vector<std::string>& paths, const char* th
   std::vector<R> results(paths.size());
   const bool remote = !paths.empty() && IsObjectStoreUri(paths[0]);
   int threads = std::min<int>(static_cast<int>(paths.size()),
-                              remote ? 16 : std::min(8, AvailableCpus()));
+                              remote ? 32 : std::min(8, AvailableCpus()));
   if (threads <= 1) {
     for (size_t i = 0; i < paths.size(); ++i) results[i] = index_one(paths[i]);
   } else {

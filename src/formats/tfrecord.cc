@@ -344,7 +344,8 @@ struct ShardIndexResult {
   std::string note;
 };
 
-ShardIndexResult IndexTFRecordShard(Env* env, const std::string& path) {
+ShardIndexResult IndexTFRecordShard(Env* env, const SiblingFiles& siblings,
+                                    const std::string& path) {
   ShardIndexResult r;
   auto h = IndexingHandle::Open(env, path);
   if (!h.ok()) {
@@ -388,7 +389,7 @@ ShardIndexResult IndexTFRecordShard(Env* env, const std::string& path) {
     return r;
   }
   for (const std::string& ipath : {path + ".idx", JoinPath(DirName(path), Stem(path) + ".idx")}) {
-    if (!env->FileExists(ipath)) continue;
+    if (!siblings.Exists(ipath)) continue;
     std::vector<uint8_t> bytes;
     Status st = env->ReadFile(ipath, &bytes);
     if (st.ok())
@@ -426,8 +427,10 @@ Result<std::unique_ptr<TFRecordDataset>> TFRecordDataset::Open(const std::string
   STOKER_ASSIGN_OR_RETURN(
       auto paths, ResolveShardList(env, spec, {"tfrecord", "tfrec", "tfrecord.gz", "tfrec.gz"}));
   std::unique_ptr<TFRecordDataset> ds(new TFRecordDataset(env, topts));
+  const SiblingFiles siblings(env, paths);
   std::vector<ShardIndexResult> results = IndexShards<ShardIndexResult>(
-      paths, "tfr-index", [&](const std::string& p) { return IndexTFRecordShard(env, p); });
+      paths, "tfr-index",
+      [&](const std::string& p) { return IndexTFRecordShard(env, siblings, p); });
   ds->shard_info_.resize(paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
     ShardIndexResult& r = results[i];

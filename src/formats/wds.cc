@@ -231,7 +231,8 @@ Status EndsMatchHeaders(const RandomAccessFile& file, const WdsShardIndex& idx,
   return Status::OK();
 }
 
-ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
+ShardResult IndexShard(Env* env, const SiblingFiles& siblings, const std::string& path,
+                       bool use_index) {
   ShardResult r;
   r.idx.path = path;
   auto h = IndexingHandle::Open(env, path);
@@ -270,8 +271,12 @@ ShardResult IndexShard(Env* env, const std::string& path, bool use_index) {
   }
   if (use_index) {
     std::string ipath = WdsIndexPath(path);
-    if (!env->FileExists(ipath) && env->FileExists(path + ".idx")) ipath = path + ".idx";
-    if (env->FileExists(ipath)) {
+    bool found = siblings.Exists(ipath);
+    if (!found && siblings.Exists(path + ".idx")) {
+      ipath = path + ".idx";
+      found = true;
+    }
+    if (found) {
       std::vector<uint8_t> bytes;
       Status st = env->ReadFile(ipath, &bytes);
       WdsShardIndex idx;
@@ -326,9 +331,11 @@ Result<std::unique_ptr<WdsDataset>> WdsDataset::Open(const std::string& spec,
   Env* env = opts_in.env ? opts_in.env : Env::Default();
   STOKER_ASSIGN_OR_RETURN(auto paths, ResolveShardList(env, spec, {"tar", "tar.gz", "tgz"}));
   std::unique_ptr<WdsDataset> ds(new WdsDataset(env, wopts));
+  const SiblingFiles siblings =
+      wopts.use_index_files ? SiblingFiles(env, paths) : SiblingFiles(env, {});
   std::vector<ShardResult> results = IndexShards<ShardResult>(
       paths, "wds-index",
-      [&](const std::string& p) { return IndexShard(env, p, wopts.use_index_files); });
+      [&](const std::string& p) { return IndexShard(env, siblings, p, wopts.use_index_files); });
   for (size_t i = 0; i < results.size(); ++i) {
     ShardResult& r = results[i];
     if (!r.note.empty()) ds->notes_.push_back(r.note);

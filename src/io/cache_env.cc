@@ -11,6 +11,7 @@
 //                         shared by its owner for its lifetime (a dead owner's is removed)
 //   procs/<pid>.pos       that process's position in its plan
 #include "io/cache_env.h"
+#include "io/object_env.h"
 
 #include <cstdint>
 #include <dirent.h>
@@ -28,9 +29,11 @@
 #include <map>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/clock.h"
 #include "core/mutex.h"
+#include "core/thread_pool.h"
 
 namespace stoker {
 namespace {
@@ -126,11 +129,14 @@ struct EntryMeta {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint32_t crc = 0;
+  std::string version;  // the source's ETag / generation when it has one ("" for files)
 };
 
 std::string FormatMeta(const EntryMeta& m) {
-  return fmt::format("stoker-cache-entry v1\nsize {}\nmtime_ns {}\ncrc32 {}\npath {}\n", m.size,
-                     m.mtime_ns, m.crc, m.path);
+  std::string s = fmt::format("stoker-cache-entry v1\nsize {}\nmtime_ns {}\ncrc32 {}\npath {}\n",
+                              m.size, m.mtime_ns, m.crc, m.path);
+  if (!m.version.empty()) s += fmt::format("version {}\n", m.version);
+  return s;
 }
 
 bool ParseMeta(const std::string& text, EntryMeta* m) {
@@ -154,6 +160,7 @@ bool ParseMeta(const std::string& text, EntryMeta* m) {
   m->mtime_ns = mtime;
   m->crc = static_cast<uint32_t>(crc);
   m->path = line("path");
+  m->version = line("version");
   return !m->path.empty();
 }
 
@@ -209,6 +216,7 @@ struct CacheEnv::Impl {
   CondVar cv;
   std::unordered_map<std::string, Entry> entries GUARDED_BY(mu);
   std::unordered_map<std::string, FileInfo> source_info GUARDED_BY(mu);
+  std::unordered_set<std::string> source_pending GUARDED_BY(mu);  // being asked (one asker)
   std::vector<CachePlanItem> plan GUARDED_BY(mu);
   std::unordered_map<std::string, std::vector<size_t>> plan_index GUARDED_BY(mu);
   bool have_plan GUARDED_BY(mu) = false;
@@ -232,6 +240,9 @@ struct CacheEnv::Impl {
   // Held by a look-ahead fetcher from picking a file until its room is reserved, so that
   // room goes to files in plan order (a later file never takes the room of an earlier one).
   std::mutex pick_mu;
+  // Asks the sources again at each epoch's plan (SetPlan). Declared last: destroyed (its
+  // threads joined) before the members its tasks use.
+  std::unique_ptr<ThreadPool> revalidator;
 
   CacheCounters c GUARDED_BY(mu);
   std::atomic<uint64_t> hit_reads{0}, hit_bytes{0}, stream_reads{0}, stream_bytes{0},
@@ -251,15 +262,24 @@ struct CacheEnv::Impl {
     return it->second;
   }
 
+  // The source's size, mtime and version of `path`, asked once per epoch (SetPlan) and
+  // by one thread at a time: readers that open the file meanwhile wait for that answer.
   Result<FileInfo> SourceInfo(const std::string& path) EXCLUDES(mu) {
     {
       MutexLock l(&mu);
-      auto it = source_info.find(path);
-      if (it != source_info.end()) return it->second;
+      for (;;) {
+        auto it = source_info.find(path);
+        if (it != source_info.end()) return it->second;
+        if (!source_pending.count(path)) break;
+        cv.Wait(&mu);
+      }
+      source_pending.insert(path);
     }
-    STOKER_ASSIGN_OR_RETURN(FileInfo fi, backing->Stat(path));
+    auto fi = backing->Stat(path);
     MutexLock l(&mu);
-    source_info[path] = fi;
+    source_pending.erase(path);
+    if (fi.ok()) source_info[path] = *fi;
+    cv.SignalAll();
     return fi;
   }
 
@@ -310,7 +330,10 @@ struct CacheEnv::Impl {
               static_cast<uint64_t>(st.st_size) == m.size;
     if (ok) {
       auto src = SourceInfo(path);
-      ok = src.ok() && src->size == m.size && src->mtime_ns == m.mtime_ns;
+      // An object's version (ETag) names its bytes; Last-Modified has whole seconds, so an
+      // object rewritten with the same size within the second keeps its mtime.
+      ok = src.ok() && src->size == m.size && src->mtime_ns == m.mtime_ns &&
+           src->version == m.version;
     }
     if (ok && o.verify_crc) {
       std::vector<uint8_t> buf(std::min<uint64_t>(o.chunk_bytes, std::max<uint64_t>(m.size, 1)));
@@ -600,7 +623,7 @@ struct CacheEnv::Impl {
       if (rfd >= 0) e.part = std::make_shared<LocalFd>(rfd);
     }
     uint32_t crc = 0;
-    Status st = Copy(path, src->size, part_fd, &f.size, &crc);
+    Status st = Copy(path, src->size, src->version, part_fd, &f.size, &crc);
     if (o.test_hook) o.test_hook("copied", key);
     {
       MutexLock l(&mu);
@@ -621,7 +644,7 @@ struct CacheEnv::Impl {
       MutexLock l(&mu);
       c.fetches--;
     };
-    EntryMeta m{NormalizePath(path), src->size, src->mtime_ns, crc};
+    EntryMeta m{NormalizePath(path), src->size, src->mtime_ns, crc, src->version};
     if (o.test_hook) o.test_hook("commit", key);
     // The rename happens under the space lock: a scan (Reserve, of this process or another)
     // lists the directory and then stats each name, and a `.part` renamed between the two
@@ -655,12 +678,20 @@ struct CacheEnv::Impl {
   }
 
   // Copies the source file into the reserved .part file, with its CRC32.
-  Status Copy(const std::string& path, uint64_t size, int part_fd, uint64_t* copied,
-              uint32_t* crc_out) EXCLUDES(mu) {
+  Status Copy(const std::string& path, uint64_t size, const std::string& version, int part_fd,
+              uint64_t* copied, uint32_t* crc_out) EXCLUDES(mu) {
     *copied = 0;
     uLong crc = crc32(0L, Z_NULL, 0);
     STOKER_ASSIGN_OR_RETURN(auto src, backing->NewRandomAccessFile(path));
-    std::vector<uint8_t> buf(std::min<uint64_t>(o.chunk_bytes, std::max<uint64_t>(size, 1)));
+    if (!version.empty() && !src->version().empty() && src->version() != version)
+      return Corrupt("cache: {} changed before it was fetched (version {}, {} expected)", path,
+                     src->version(), version);
+    // An object is copied in reads of 1 MiB through its read-ahead, which keeps many ranged
+    // GETs of the file in flight (one connection carries ~25-90 MB/s; 8 MiB reads one after
+    // the other held a fetch to one), and readers waiting on the part go ahead each MiB.
+    uint64_t piece = IsObjectStoreUri(path) ? std::min<uint64_t>(o.chunk_bytes, 1 << 20)
+                                            : o.chunk_bytes;
+    std::vector<uint8_t> buf(std::min<uint64_t>(piece, std::max<uint64_t>(size, 1)));
     uint64_t off = 0;
     while (off < size) {
       {
@@ -695,6 +726,38 @@ struct CacheEnv::Impl {
   }
 
   // ---- the read path ------------------------------------------------------------------
+  // The entry of `path` when it is there (this process has it, or finds it complete in the
+  // directory and checked), else nullptr: nothing is fetched, nobody waited for.
+  std::shared_ptr<LocalFd> ReadyEntry(const std::string& path) EXCLUDES(mu) {
+    std::string key;
+    {
+      MutexLock l(&mu);
+      Entry& e = EntryFor(path);
+      if (e.state == State::kReady) return e.fd;
+      if (e.state != State::kUnknown) return nullptr;
+      e.state = State::kFetching;  // other readers of it wait for this look
+      inflight++;
+      key = e.key;
+    }
+    bool corrupt = false;
+    Fetched f;
+    f.fd = TryOpenEntry(path, key, &corrupt);
+    MutexLock l(&mu);
+    inflight--;
+    if (corrupt) c.corrupt_entries++;
+    if (!f.fd) {
+      EntryFor(path).state = State::kUnknown;
+      cv.SignalAll();
+      return nullptr;
+    }
+    struct stat st;
+    f.size = ::fstat(f.fd->fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    f.outcome = FetchOutcome::kReady;
+    f.shared = true;
+    auto r = Settle(path, f);
+    return r.ok() ? *r : nullptr;
+  }
+
   // The local entry for a read of `path` (fetching it first when it is wanted), or nullptr
   // to stream the read through.
   // `end`: the read's end offset; a read inside the prefix of a file this process is
@@ -891,12 +954,22 @@ namespace {
 // What CacheEnv hands out: reads go to the local entry when there is one, else through.
 class CachedFile final : public RandomAccessFile {
  public:
-  CachedFile(std::shared_ptr<CacheEnv::Impl> impl, std::string path, uint64_t size)
-      : impl_(std::move(impl)), path_(std::move(path)), size_(size) {}
+  // `peek`: a handle opened with OpenOptions::direct (a format's checks at open: a few
+  // bytes here and there) reads an entry that is there, and otherwise reads the source
+  // directly, without read-ahead and without starting a fetch of the whole file.
+  CachedFile(std::shared_ptr<CacheEnv::Impl> impl, std::string path, uint64_t size,
+             std::string version, bool peek)
+      : impl_(std::move(impl)), path_(std::move(path)), size_(size),
+        version_(std::move(version)), peek_(peek) {}
   Result<size_t> ReadAt(uint64_t offset, size_t n, uint8_t* dst) const override {
     if (offset >= size_) return size_t{0};
     n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
-    STOKER_ASSIGN_OR_RETURN(auto local, impl_->ForRead(path_, offset + n));
+    std::shared_ptr<LocalFd> local;
+    if (peek_) {
+      local = impl_->ReadyEntry(path_);
+    } else {
+      STOKER_ASSIGN_OR_RETURN(local, impl_->ForRead(path_, offset + n));
+    }
     if (local) {
       size_t done = 0;
       while (done < n) {
@@ -916,7 +989,11 @@ class CachedFile final : public RandomAccessFile {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!backing_) {
-        auto f = impl_->backing->NewRandomAccessFile(path_);
+        // An object store's direct handle reads without read-ahead blocks; a local file's
+        // would be O_DIRECT, which takes aligned reads only: a peek there reads normally.
+        OpenOptions opts;
+        opts.direct = peek_ && IsObjectStoreUri(path_);
+        auto f = impl_->backing->NewRandomAccessFile(path_, opts);
         if (!f.ok()) return f.status();
         backing_ = std::move(f).value();
       }
@@ -932,11 +1009,14 @@ class CachedFile final : public RandomAccessFile {
   }
   uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
+  std::string version() const override { return version_; }
 
  private:
   std::shared_ptr<CacheEnv::Impl> impl_;
   std::string path_;
   uint64_t size_;
+  std::string version_;
+  bool peek_;
   mutable std::mutex mu_;
   mutable std::unique_ptr<RandomAccessFile> backing_;  // opened on the first streamed read
 };
@@ -968,6 +1048,7 @@ Result<std::unique_ptr<CacheEnv>> CacheEnv::Open(Env* backing, const CacheOption
   }
   std::unique_ptr<CacheEnv> env(new CacheEnv(backing));
   env->impl_ = impl;
+  impl->revalidator = std::make_unique<ThreadPool>(2, "cache-stat");
   for (int i = 0; i < o.max_fetches; ++i)
     impl->fetchers.emplace_back([impl] { impl->FetcherLoop(); });
   return env;
@@ -996,19 +1077,30 @@ CacheEnv::~CacheEnv() {
 }
 
 Result<std::unique_ptr<RandomAccessFile>> CacheEnv::NewRandomAccessFile(const std::string& path,
-                                                                        const OpenOptions&) {
+                                                                        const OpenOptions& opts) {
   // The size from the source (a missing file fails here, naming it, as without a cache).
   STOKER_ASSIGN_OR_RETURN(FileInfo fi, impl_->SourceInfo(path));
   if (fi.is_dir) return InvalidArgument("open {}: is a directory", path);
-  return std::unique_ptr<RandomAccessFile>(new CachedFile(impl_, path, fi.size));
+  return std::unique_ptr<RandomAccessFile>(
+      new CachedFile(impl_, path, fi.size, fi.version, opts.direct));
 }
 
 void CacheEnv::SetPlan(std::vector<CachePlanItem> plan) {
   std::sort(plan.begin(), plan.end(),
             [](const CachePlanItem& a, const CachePlanItem& b) { return a.first < b.first; });
   std::string text;
+  std::vector<std::string> revalidate;
   {
     MutexLock l(&impl_->mu);
+    // The first plan keeps the sources' answers the dataset's open just got; each later one
+    // (an epoch) asks again, so that a source that changed between epochs is noticed, on
+    // two threads in plan order, ahead of the readers.
+    if (impl_->have_plan) {
+      impl_->source_info.clear();
+      std::unordered_set<std::string> seen;
+      for (const auto& s : plan)
+        if (seen.insert(s.path).second) revalidate.push_back(s.path);
+    }
     impl_->plan = std::move(plan);
     impl_->plan_index.clear();
     for (size_t i = 0; i < impl_->plan.size(); ++i) {
@@ -1022,7 +1114,6 @@ void CacheEnv::SetPlan(std::vector<CachePlanItem> plan) {
     impl_->progress_dirty = true;
     impl_->cursor = 0;
     impl_->blocked = false;
-    impl_->source_info.clear();  // a source that changed between epochs is noticed
     for (auto& [p, e] : impl_->entries)
       if (e.state == Impl::State::kStream || e.state == Impl::State::kRemote)
         e.state = Impl::State::kUnknown;
@@ -1046,8 +1137,19 @@ void CacheEnv::SetPlan(std::vector<CachePlanItem> plan) {
       ::unlink(tmp.c_str());
     }
   }
-  MutexLock l(&impl_->mu);
-  impl_->cv.SignalAll();
+  {
+    MutexLock l(&impl_->mu);
+    impl_->cv.SignalAll();
+  }
+  Impl* impl = impl_.get();
+  for (std::string& p : revalidate)
+    impl_->revalidator->Schedule([impl, p = std::move(p)] {
+      {
+        MutexLock l(&impl->mu);
+        if (impl->stop) return;
+      }
+      (void)impl->SourceInfo(p);
+    });
 }
 
 void CacheEnv::WaitIdle() {

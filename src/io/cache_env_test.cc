@@ -299,6 +299,127 @@ TEST_F(CacheEnvTest, DamagedOrStaleEntriesAreFetchedAgain) {
   }
 }
 
+// A source that names its files' versions as an object store does (ETag) and reports one
+// fixed mtime (Last-Modified has whole seconds), and counts the Stats it answers.
+class VersionedEnv : public EnvWrapper {
+ public:
+  VersionedEnv() : EnvWrapper(Env::Default()) {}
+  class File final : public RandomAccessFile {
+   public:
+    File(std::unique_ptr<RandomAccessFile> f, std::string v) : f_(std::move(f)), v_(std::move(v)) {}
+    Result<size_t> ReadAt(uint64_t o, size_t n, uint8_t* d) const override { return f_->ReadAt(o, n, d); }
+    uint64_t size() const override { return f_->size(); }
+    const std::string& path() const override { return f_->path(); }
+    std::string version() const override { return v_; }
+
+   private:
+    std::unique_ptr<RandomAccessFile> f_;
+    std::string v_;
+  };
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
+                                                                const OpenOptions& o) override {
+    STOKER_ASSIGN_OR_RETURN(auto f, EnvWrapper::NewRandomAccessFile(path, o));
+    return std::unique_ptr<RandomAccessFile>(new File(std::move(f), version));
+  }
+  Result<FileInfo> Stat(const std::string& path) override {
+    stats++;
+    STOKER_ASSIGN_OR_RETURN(FileInfo fi, EnvWrapper::Stat(path));
+    fi.mtime_ns = 1'000'000'000;
+    fi.version = version;
+    return fi;
+  }
+  std::string version = "\"v1\"";
+  std::atomic<int> stats{0};
+};
+
+// An object rewritten with the same size within the same second keeps size and mtime; its
+// version (ETag) is what tells the cache that its entry no longer holds the object's bytes.
+TEST_F(CacheEnvTest, ANewVersionOfTheSameSizeAndMtimeIsFetchedAgain) {
+  MakeFiles(1, 64 << 10);
+  VersionedEnv src;
+  {
+    auto cache = Open(&src, 1 << 20, true);
+    ReadAll(cache.get(), 0);
+    cache->WaitIdle();
+    EXPECT_EQ(cache->counters().fetches, 1u);
+  }
+  contents_[0][5] ^= 1;
+  std::ofstream(Src(0), std::ios::binary).write(contents_[0].data(), 64 << 10);
+  src.version = "\"v2\"";
+  {
+    auto cache = Open(&src, 1 << 20, true);
+    ReadAll(cache.get(), 0);  // the new bytes, not the entry's
+    cache->WaitIdle();
+    EXPECT_EQ(cache->counters().fetches, 1u);
+  }
+  {
+    auto cache = Open(&src, 1 << 20, true);  // and that entry then serves
+    ReadAll(cache.get(), 0);
+    cache->WaitIdle();
+    EXPECT_EQ(cache->counters().fetches, 0u);
+    EXPECT_EQ(cache->counters().hit_bytes, 64u << 10);
+  }
+}
+
+// The dataset's open asks the source for each file; the first plan keeps those answers, each
+// later plan (an epoch) asks again once per file, in the background, however many readers
+// open the file meanwhile.
+TEST_F(CacheEnvTest, SourcesAreAskedOncePerEpoch) {
+  MakeFiles(3, 16 << 10);
+  VersionedEnv src;
+  auto cache = Open(&src, 1 << 20);
+  std::vector<std::unique_ptr<RandomAccessFile>> open;
+  for (int i = 0; i < 3; ++i) open.push_back(std::move(cache->NewRandomAccessFile(Src(i))).value());
+  EXPECT_EQ(src.stats.load(), 3);
+  cache->SetPlan(Plan({{Src(0), 0}, {Src(1), 1}, {Src(2), 2}}));
+  for (int i = 0; i < 3; ++i) ReadAll(cache.get(), i);
+  cache->WaitIdle();
+  EXPECT_EQ(src.stats.load(), 3) << "the first plan asked the source again";
+  cache->SetPlan(Plan({{Src(2), 0}, {Src(1), 1}, {Src(0), 2}}));
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&] {
+      for (int i = 2; i >= 0; --i) ReadAll(cache.get(), i);
+    });
+  for (auto& t : readers) t.join();
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (src.stats.load() < 6 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(src.stats.load(), 6);
+}
+
+// A handle opened with OpenOptions::direct (a format's checks at open) reads an entry that is
+// there, and otherwise the source, without starting a fetch of the whole file.
+TEST_F(CacheEnvTest, ADirectOpenPeeksWithoutFetching) {
+  MakeFiles(1, 64 << 10);
+  FaultInjectionEnv src;
+  OpenOptions direct;
+  direct.direct = true;
+  uint8_t b[16];
+  {
+    auto cache = Open(&src, 1 << 20, /*demand=*/true);
+    auto f = cache->NewRandomAccessFile(Src(0), direct);
+    ASSERT_TRUE(f.ok());
+    auto r0 = (*f)->ReadAt(100, sizeof b, b);
+    ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(b), sizeof b), contents_[0].substr(100, sizeof b));
+    cache->WaitIdle();
+    EXPECT_EQ(cache->counters().fetches, 0u);
+    EXPECT_EQ(cache->counters().stream_bytes, sizeof b);
+    ReadAll(cache.get(), 0);  // a normal read fetches it
+    cache->WaitIdle();
+    EXPECT_EQ(cache->counters().fetches, 1u);
+  }
+  auto cache = Open(&src, 1 << 20, /*demand=*/true);
+  auto f = cache->NewRandomAccessFile(Src(0), direct);
+  ASSERT_TRUE(f.ok());
+  auto r = (*f)->ReadAt(100, sizeof b, b);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(cache->counters().hit_bytes, sizeof b);
+  EXPECT_EQ(cache->counters().stream_bytes, 0u);
+}
+
 // A read of the part of a file already fetched does not wait for the rest of it.
 TEST_F(CacheEnvTest, ReadsOfTheFetchedPrefixDoNotWaitForTheWholeFile) {
   MakeFiles(1, 512 << 10);

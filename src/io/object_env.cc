@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <cstdlib>
 #include <functional>
 #include <list>
@@ -38,6 +40,40 @@ namespace {
 
 std::atomic<uint64_t> g_get{0}, g_bytes{0}, g_retries{0}, g_head{0}, g_list{0}, g_written{0},
     g_cut{0};
+
+// STOKER_S3_TRACE=1: one line per request on stderr (what, URL, range, milliseconds), to see
+// where a run's round trips go.
+bool TraceOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("STOKER_S3_TRACE");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+class TraceRequest {
+ public:
+  TraceRequest(const char* what, const std::string& url, uint64_t off = 0, uint64_t len = 0)
+      : what_(what), url_(TraceOn() ? url : std::string()), off_(off), len_(len),
+        t0_(TraceOn() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+  ~TraceRequest() {
+    if (!TraceOn()) return;
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+    static const auto start = std::chrono::steady_clock::now();
+    double at = std::chrono::duration<double, std::milli>(t0_ - start).count();
+    if (len_)
+      fmt::print(stderr, "[s3] {:9.1f} ms {:<5} {} [{}, {}) {:.1f} ms\n", at, what_, url_, off_,
+                 off_ + len_, ms);
+    else
+      fmt::print(stderr, "[s3] {:9.1f} ms {:<5} {} {:.1f} ms\n", at, what_, url_, ms);
+  }
+
+ private:
+  const char* what_;
+  std::string url_;
+  uint64_t off_, len_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 // Routes object URLs to the object-store Env and everything else to the local one.
 class SchemeRouterEnv final : public Env {
@@ -88,6 +124,22 @@ ObjectStoreCounters GetObjectStoreCounters() {
 
 
 namespace object_internal {
+
+int64_t ParseIsoUtc(const std::string& s) {
+  struct tm t {};
+  int y, mo, d, h, mi, sec;
+  char z = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &sec, &z) != 7 ||
+      z != 'Z' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+    return -1;
+  t.tm_year = y - 1900;
+  t.tm_mon = mo - 1;
+  t.tm_mday = d;
+  t.tm_hour = h;
+  t.tm_min = mi;
+  t.tm_sec = sec;
+  return static_cast<int64_t>(timegm(&t)) * 1'000'000'000;
+}
 
 namespace {
 // Markers for the tail of a read: arbitrary bytes, two so that data equal to one is taken on
@@ -464,6 +516,7 @@ class ObjectRandomAccessFile final : public RandomAccessFile {
         url_, size_, off, len, dst,
         [&](uint64_t o, size_t n, uint8_t* d) -> Result<size_t> {
           g_get.fetch_add(1, std::memory_order_relaxed);
+          TraceRequest trace("GET", url_, o, n);
           auto r = f_->ReadAt(static_cast<int64_t>(o), static_cast<int64_t>(n), d);
           if (!r.ok())
             return FromArrow(r.status(), fmt::format("{}: read bytes [{}, {}) (object size {})",
@@ -685,8 +738,24 @@ class ArrowObjectEnv final : public Env {
     STOKER_ASSIGN_OR_RETURN(auto b, BackendFor(url));
     STOKER_ASSIGN_OR_RETURN(std::string key, KeyOf(url));
     DeadlineScope dl(cfg_.deadline_s);
+    if (b.s3_client) {
+      // One HEAD answers for an object (size, ETag, Last-Modified) when the answer is
+      // complete and not empty; anything else (no such key, a prefix, an empty object or
+      // a directory marker, an error) takes the checked path below.
+      auto head = HeadOnce(b, key, url);
+      if (head.ok() && head->size > 0 && !head->etag.empty() && head->mtime_ns >= 0) {
+        FileInfo fi;
+        fi.size = head->size;
+        fi.mtime_ns = head->mtime_ns;
+        fi.version = std::move(head->etag);
+        return fi;
+      }
+    }
     g_head.fetch_add(1, std::memory_order_relaxed);
-    auto info = b.fs->GetFileInfo(key);
+    auto info = [&] {
+      TraceRequest trace("STAT", url);
+      return b.fs->GetFileInfo(key);
+    }();
     if (!info.ok()) return Explain(b, url, info.status(), "stat");
     FileInfo fi;
     switch (info->type()) {
@@ -723,7 +792,10 @@ class ArrowObjectEnv final : public Env {
     // the JSON API leave) is not listed. gs:// lists the subtree and folds it to one level.
     bool fold = IsGcsJsonApi(b);
     if (fold) sel.recursive = true;
-    auto infos = b.fs->GetFileInfo(sel);
+    auto infos = [&] {
+      TraceRequest trace("LIST", url);
+      return b.fs->GetFileInfo(sel);
+    }();
     if (!infos.ok()) return Explain(b, url, infos.status(), "list");
     std::vector<DirEntry> out;
     if (fold) {
@@ -782,32 +854,39 @@ class ArrowObjectEnv final : public Env {
     return k;
   }
 
-  // HEAD of an object (Arrow's OpenInputFile), checked for an answer cut inside its headers
+  // One HEAD of an object (Arrow's OpenInputFile), unchecked. `file` gets the opened handle.
+  Result<object_internal::HeadAnswer> HeadOnce(
+      const Backend& b, const std::string& key, const std::string& url,
+      std::shared_ptr<arrow::io::RandomAccessFile>* file = nullptr) {
+    g_head.fetch_add(1, std::memory_order_relaxed);
+    TraceRequest trace("HEAD", url);
+    auto f = b.fs->OpenInputFile(key);
+    if (!f.ok()) return Explain(b, url, f.status(), "open");
+    auto sz = (*f)->GetSize();
+    if (!sz.ok()) return FromArrow(sz.status(), url + ": size");
+    object_internal::HeadAnswer a;
+    a.size = static_cast<uint64_t>(*sz);
+    auto md = (*f)->ReadMetadata();
+    if (md.ok() && *md) {
+      // GCS's JSON API: the object's generation (a new one on every write) is its
+      // version; Arrow passes the metadata fields under their JSON names.
+      auto e = (*md)->Get(IsGcsJsonApi(b) ? "generation" : "ETag");
+      if (e.ok()) a.etag = *e;
+      auto lm = (*md)->Get("Last-Modified");
+      if (lm.ok()) a.mtime_ns = object_internal::ParseIsoUtc(*lm);
+    }
+    if (file) *file = std::move(*f);
+    return a;
+  }
+
+  // HEAD of an object, checked for an answer cut inside its headers
   // (object_internal::HeadChecked). `file` gets the opened handle of the answer taken.
   Result<object_internal::HeadAnswer> Head(const Backend& b, const std::string& key,
                                            const std::string& url, const DeadlineScope& dl,
                                            std::shared_ptr<arrow::io::RandomAccessFile>* file) {
     uint64_t cut = 0;
     auto r = object_internal::HeadChecked(
-        url,
-        [&]() -> Result<object_internal::HeadAnswer> {
-          g_head.fetch_add(1, std::memory_order_relaxed);
-          auto f = b.fs->OpenInputFile(key);
-          if (!f.ok()) return Explain(b, url, f.status(), "open");
-          auto sz = (*f)->GetSize();
-          if (!sz.ok()) return FromArrow(sz.status(), url + ": size");
-          object_internal::HeadAnswer a;
-          a.size = static_cast<uint64_t>(*sz);
-          auto md = (*f)->ReadMetadata();
-          if (md.ok() && *md) {
-            // GCS's JSON API: the object's generation (a new one on every write) is its
-            // version; Arrow passes the metadata fields under their JSON names.
-            auto e = (*md)->Get(IsGcsJsonApi(b) ? "generation" : "ETag");
-            if (e.ok()) a.etag = *e;
-          }
-          if (file) *file = std::move(*f);
-          return a;
-        },
+        url, [&]() { return HeadOnce(b, key, url, file); },
         /*want_etag=*/b.s3_client, Policy(cfg_, dl), &cut);
     if (cut) {
       g_cut.fetch_add(cut, std::memory_order_relaxed);

@@ -109,7 +109,12 @@ Status ReadChecked(const std::string& url, uint64_t object_size, uint64_t off, s
 struct HeadAnswer {
   uint64_t size = 0;
   std::string etag;
+  int64_t mtime_ns = -1;  // Last-Modified, when the answer carried one
 };
+
+// "2026-12-06T10:05:44Z" (the form Arrow gives an S3 HEAD's Last-Modified in) as ns since the
+// epoch; -1 when it is not in that form.
+int64_t ParseIsoUtc(const std::string& s);
 using HeadFn = std::function<Result<HeadAnswer>()>;
 
 // With `want_etag` (an S3 client's HEAD: S3 always sends an ETag), an answer is taken when it
