@@ -16,12 +16,15 @@ connection at --conn-mb-s. Sides, each a fresh `stoker bench pipeline` process, 
                           indices from the local index cache, filled by an untimed run first)
   * s3 + cache, cold      --cache-dir in a fresh directory (every shard fetched into it)
   * s3 + cache, warm      the same directory again (the epoch reads the node cache)
-Prints samples/s per side (median, range), the ratios to local disk, and the cache's
-occupancy against its limit; writes bench/remote/pipeline-results.json.
+Prints samples/s per side (median, range), the ratios to local disk, the CPU seconds of the
+stoker process and of the S3 server plus the link's proxy (they run on the same cores as the
+pipeline here, which a remote store does not), and the cache's occupancy against its limit;
+writes bench/remote/pipeline-results.json.
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,19 +36,55 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench as rb  # noqa: E402  (toxiproxy helpers, paths)
 
 
+def server_pids():
+    """The S3 server (S3Proxy) and the link (toxiproxy): they run on the bench's cores."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"s3proxy" in cmd or b"toxiproxy-server" in cmd:
+            pids.append(int(d))
+    return pids
+
+
+def cpu_s(pids):
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            total += (int(parts[11]) + int(parts[12])) / tick
+        except OSError:
+            pass
+    return total
+
+
 def one(data, env, extra=()):
     out = tempfile.mktemp(suffix=".json")
     cmd = [rb.STOKER, "bench", "pipeline", "--data", data, "--no-shuffle", "--epochs", "1",
            "--batch", "32", "--quiet", "--json", out, *extra]
+    servers = server_pids()
+    s0 = cpu_s(servers)
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t0
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = cpu_s(servers) - s0
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
     with open(out) as f:
         st = json.load(f)
     os.unlink(out)
     st["process_wall_s"] = wall
+    st["stoker_cpu_s"] = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+    st["server_cpu_s"] = server_cpu
     return st
 
 
@@ -86,6 +125,7 @@ def main():
                                                 "attributes": {"rate": int(a.conn_mb_s * 1000)}})
     cache_dir = os.path.join(a.work, "node-cache")
     res = {k: [] for k in ("local disk", "s3, cold", "s3 + cache, cold", "s3 + cache, warm")}
+    cpu = {k: [] for k in res}  # (stoker CPU-s, server + link CPU-s) per run
     occupancy = []
     load0 = os.getloadavg()
     try:
@@ -101,6 +141,8 @@ def main():
                     warm = one(s3spec, env, extra)
                     res["s3 + cache, cold"].append(cold["samples_per_s"])
                     res["s3 + cache, warm"].append(warm["samples_per_s"])
+                    cpu["s3 + cache, cold"].append((cold["stoker_cpu_s"], cold["server_cpu_s"]))
+                    cpu["s3 + cache, warm"].append((warm["stoker_cpu_s"], warm["server_cpu_s"]))
                     for st in (cold, warm):
                         c = st.get("cache") or {}
                         occupancy.append((c.get("max_occupancy_bytes"), c.get("limit_bytes")))
@@ -110,6 +152,7 @@ def main():
                     continue
                 st = one(local if name == "local disk" else s3spec, env)
                 res[name].append(st["samples_per_s"])
+                cpu[name].append((st["stoker_cpu_s"], st["server_cpu_s"]))
                 print(f"[{rnd}] {name}: {st['samples_per_s']:.0f} samples/s "
                       f"({st['bottleneck']} bound)", flush=True)
     finally:
@@ -120,9 +163,13 @@ def main():
     ref = med["local disk"]
     print(f"\n{len(tars)} shards, link {a.latency_ms:g} ms, {a.conn_mb_s:g} MB/s per connection; "
           f"load {load0[0]:.1f} -> {load1[0]:.1f}")
-    print("| side | samples/s median (range) | vs local disk |\n| --- | ---: | ---: |")
+    print("| side | samples/s median (range) | vs local disk | stoker CPU-s | server + link CPU-s |\n"
+          "| --- | ---: | ---: | ---: | ---: |")
+    cpu_med = {k: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v))
+               for k, v in cpu.items() if v}
     for k, v in res.items():
-        print(f"| {k} | {med[k]:.0f} ({min(v):.0f}-{max(v):.0f}) | {med[k] / ref:.2f} |")
+        print(f"| {k} | {med[k]:.0f} ({min(v):.0f}-{max(v):.0f}) | {med[k] / ref:.2f} | "
+              f"{cpu_med[k][0]:.2f} | {cpu_med[k][1]:.2f} |")
     worst = max((o for o, lim in occupancy if o is not None), default=None)
     if worst is not None:
         print(f"cache occupancy: max {worst / 1e6:.1f} MB, limit {occupancy[0][1] / 1e6:.1f} MB")
@@ -131,6 +178,7 @@ def main():
                "load_before": load0, "load_after": load1, "shards": len(tars),
                "latency_ms": a.latency_ms, "conn_mb_s": a.conn_mb_s, "samples_per_s": res,
                "median": med, "vs_local": {k: med[k] / ref for k in med},
+               "cpu_s_stoker_server": cpu, "cpu_s_median": cpu_med,
                "cache_occupancy": occupancy}
     with open(a.out, "w") as f:
         json.dump(summary, f, indent=1)
