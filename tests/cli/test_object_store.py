@@ -12,12 +12,14 @@ import json
 import os
 import re
 import socket
+import subprocess
 import threading
 import urllib.request
 import uuid
 
 import pytest
 
+from conftest import _binary  # noqa: E402
 from object_store_testing import (dump as _dump, formats_and_uploads,  # noqa: E402
                                   key_fields as _key_fields, need_server)
 
@@ -424,3 +426,34 @@ def test_ranks_without_a_node_cache_are_told_they_each_fetch_everything(stoker, 
     assert "without a node cache" not in r.stderr, r.stderr
     r = stoker(*args[:-4], env=s3["env"])  # one rank: nothing to say
     assert "without a node cache" not in r.stderr, r.stderr
+
+
+def test_four_ranks_sharing_a_node_cache_fetch_each_byte_once(stoker, unindexed, s3, tmp_path):
+    """Issue 14: ranks of one node sharing a cache fetch each shard once from the store. The
+    format's checks at open (first 4 KiB and last header of each shard, per rank) read the
+    store directly and start no fetch; before they did, each rank's checks fetched whole
+    shards through read-ahead."""
+    env = dict(s3["env"], STOKER_INDEX_CACHE=str(tmp_path / "index-cache"))
+    spec = f"wds:{unindexed['url']}/train-{{000..005}}.tar"
+    _bench_json(stoker, spec, tmp_path, env)  # the indices into the index cache (not counted)
+    cache = tmp_path / "node-cache"
+    procs, outs = [], []
+    for r in range(4):
+        out = tmp_path / f"rank{r}.json"
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [str(_binary()), "bench", "pipeline", "--data", spec, "--decode", "raw", "--epochs",
+             "1", "--batch", "4", "--threads", "2", "--rank", str(r), "--world-size", "4",
+             "--cache-dir", str(cache), "--cache-limit", "64MB", "--quiet", "--json", str(out)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    res = [json.loads(o.read_text()) for o in outs]
+    total = unindexed["bytes"]
+    assert sum(m["samples"] for m in res) >= 96
+    assert sum(m["cache"]["fetches"] for m in res) == 6, [m["cache"] for m in res]
+    assert sum(m["cache"]["fetched_bytes"] for m in res) == total
+    from_store = sum(m["source"]["counters"]["object_store.bytes_read"] for m in res)
+    # Each byte once, plus the checks at open: 4 ranks x 6 shards x (4 KiB + a 512 B header).
+    assert total <= from_store <= total + 4 * 6 * (4096 + 512), (from_store, total)
