@@ -172,10 +172,14 @@ class EpochIndex {
   struct Seg {
     uint32_t pos, off, len;
   };
+  // Concatenation with a non-empty `path`: the sample index is written into the cache file
+  // as it is built and then mapped from it (in memory when the file cannot be written).
+  // Packing: built in memory (Get saves it).
   static Result<std::shared_ptr<EpochIndex>> Build(const CorpusDocs& docs,
                                                    const TokenStore& store,
                                                    const TokenIndexOptions& o, uint64_t epoch,
-                                                   uint64_t salt);
+                                                   uint64_t salt, Env* env,
+                                                   const std::string& path);
   Status Save(Env* env, const std::string& path) const;
   static Result<std::shared_ptr<EpochIndex>> Load(Env* env, const std::string& path,
                                                   const TokenStore& store,

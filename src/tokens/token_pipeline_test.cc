@@ -830,6 +830,66 @@ TEST(TokenIndex, DocumentsOf65535TokensOrMoreAreCountedExactly) {
   }
 }
 
+// The samples of a given seed do not depend on how the index is built: fingerprints of the
+// document order, of every sample's pieces and of the sample order, recorded with the build
+// of 2026-12-06 (one fused pass into memory, then the cache file written) and checked for
+// the in-memory build, the build streamed into the cache file, and the reloaded file.
+uint64_t Fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  return h;
+}
+
+TEST(TokenIndex, SamplesOfAGivenSeedArePinned) {
+  std::string dir = testing::FreshDir("ti-pinned");
+  // 40,000 documents of 1..600 tokens: many build blocks, cycle walking, documents holding
+  // several sample starts (S = 64) and none (S = 1000).
+  std::string spec = MakeCorpus(dir, "c", 40000, 600, 77);
+  auto store = OpenTokenStore(spec);
+  ASSERT_TRUE(store.ok());
+  struct Want {
+    int64_t S;
+    bool drop;
+    uint64_t fp;
+  };
+  const Want wants[] = {{64, true, 16124420960222462178ull},
+                        {1000, true, 13770946124417946802ull},
+                        {1000, false, 17314535403302121230ull}};
+  for (const Want& w : wants) {
+    for (const std::string& cache : {std::string("none"), dir + "/cache"}) {
+      for (int again = 0; again < (cache == "none" ? 1 : 2); ++again) {
+        TokenIndexOptions o;
+        o.seq_len = w.S;
+        o.seed = 1234;
+        o.drop_last_partial = w.drop;
+        o.cache_dir = cache;
+        auto docs = SelectDocuments(**store, o);
+        ASSERT_TRUE(docs.ok());
+        auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
+        ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+        EXPECT_EQ((*ix)->info().from_cache, again == 1);
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (uint64_t pos = 0; pos < docs->size(); ++pos) h = Fnv(h, (*ix)->DocAt(pos));
+        std::vector<Piece> pcs;
+        for (uint64_t p = 0; p < (*ix)->num_samples(); ++p) {
+          h = Fnv(h, (*ix)->Sample(p, &pcs));
+          for (const Piece& pc : pcs) h = Fnv(Fnv(Fnv(h, pc.doc), pc.offset), pc.len);
+        }
+        EXPECT_EQ(h, w.fp) << "S " << w.S << " drop " << w.drop << " cache " << cache
+                           << (again ? " (reloaded)" : "");
+      }
+    }
+  }
+  // The permutation itself, on a corpus-sized n (not a power of two) and a small one.
+  for (uint64_t n : {uint64_t{1948596}, uint64_t{1000}}) {
+    KeyedPermutation p(n, 0x5eed + n);
+    std::vector<uint32_t> all(n);
+    p.Block(0, n, all.data());
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t v : all) h = Fnv(h, v);
+    EXPECT_EQ(h, n == 1000 ? 13554110502833960537ull : 672867380825760229ull) << "n " << n;
+  }
+}
+
 TEST(TokenIndex, EpochsAndSeedsShuffleDifferentlyAndTheCacheServesTheSameIndex) {
   std::string dir = testing::FreshDir("ti-cache");
   std::string spec = MakeCorpus(dir, "c", 300, 60, 22);
