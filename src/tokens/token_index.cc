@@ -240,6 +240,29 @@ void* AllocHuge(size_t bytes) {
   return p;
 }
 
+// out[i] = min(in[i], 65535) for i < n (the length table's 16 bits), 16 at a time with
+// AVX2 where the CPU has it (the baseline x86-64 build has no unsigned 32-bit min).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void NarrowAvx2(const uint32_t* in, uint64_t n, uint16_t* out) {
+  const __m256i cap = _mm256_set1_epi32(0xffff);
+  uint64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a = _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)), cap);
+    const __m256i b = _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)), cap);
+    // packus works within 128-bit lanes: a0 b0 a1 b1 -> a0 a1 b0 b1
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
+  }
+  for (; i < n; ++i) out[i] = static_cast<uint16_t>(std::min<uint32_t>(in[i], 0xffff));
+}
+#endif
+void Narrow(const uint32_t* in, uint64_t n, uint16_t* out) {
+#if defined(__x86_64__)
+  if (kHaveAvx2) return NarrowAvx2(in, n, out);
+#endif
+  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<uint16_t>(std::min<uint32_t>(in[i], 0xffff));
+}
+
 class LengthTable {
  public:
   Status Fill(const TokenStore& store, const CorpusDocs& cd) {
@@ -260,7 +283,7 @@ class LengthTable {
         for (uint64_t i = 0; i < m; ++i)
           tmp[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[b0 + i]));
       }
-      for (uint64_t i = 0; i < m; ++i) v_[b0 + i] = static_cast<uint16_t>(std::min<uint32_t>(tmp[i], kLong));
+      Narrow(tmp, m, v_.get() + b0);
     }
     return Status::OK();
   }
