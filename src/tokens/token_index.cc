@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <limits>
 #include <system_error>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include <immintrin.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/random.h"
 #include "formats/checksum.h"
@@ -653,12 +655,17 @@ bool BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uin
   return EmitConcatStarts<DivKind::kDivide>(perm, len, D, S, n, div, two_threads, buf, cap, put);
 }
 
-// The concatenation index written into `path` as it is built: under a temporary name, then
-// renamed into place (a failed or interrupted build leaves no file under the final name).
+// The concatenation index written into `path` as it is built, and mapped: under a temporary
+// name of this process and thread, mapped (populated), then renamed into place. A failed
+// or interrupted build leaves no file under the final name; builds of the same index that
+// run at once (ranks sharing a cache folder) each map the file they wrote.
 template <typename Start>
-Status WriteConcatIndex(Env* env, const std::string& path, const IndexHeader& h,
-                        const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
-                        uint64_t S, uint64_t T, uint64_t n, bool two_threads) {
+Result<std::unique_ptr<MappedFile>> WriteConcatIndex(Env* env, const std::string& path,
+                                                     const IndexHeader& h,
+                                                     const KeyedPermutation& perm,
+                                                     const LengthTable& len, uint64_t D,
+                                                     uint64_t S, uint64_t T, uint64_t n,
+                                                     bool two_threads) {
   const std::string dir = DirName(path);
   if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
   // 160 Ki entries (1.25 MiB) a write: at least the writer's 1 MiB, so each goes straight
@@ -667,7 +674,9 @@ Status WriteConcatIndex(Env* env, const std::string& path, const IndexHeader& h,
   const uint64_t cap = kWindow + 2 * kBuildBlock + 4;
   std::unique_ptr<Start[], FreeDeleter> buf(static_cast<Start*>(AllocHuge(8 * cap)));
   if (!buf) return Internal("cannot allocate {} bytes to write {}", 8 * cap, path);
-  const std::string tmp = path + ".tmp";
+  const std::string tmp =
+      fmt::format("{}.tmp.{}.{:x}", path, ::getpid(),
+                  std::hash<std::thread::id>{}(std::this_thread::get_id()) & 0xffffff);
   STOKER_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
   Status st = f->Append(&h, sizeof(h));
   if (st.ok()) {
@@ -679,11 +688,24 @@ Status WriteConcatIndex(Env* env, const std::string& path, const IndexHeader& h,
   }
   Status closed = f->Close();
   if (st.ok()) st = closed;
+  std::unique_ptr<MappedFile> m;
+  if (st.ok()) {
+    auto mapped = MappedFile::Open(env, tmp, /*populate=*/true);
+    if (!mapped.ok()) {
+      st = mapped.status();
+    } else if ((*mapped)->size() != sizeof(h) + 8 * (n + 1)) {
+      st = IOError("{}: {} bytes written, {} expected", tmp, (*mapped)->size(),
+                   sizeof(h) + 8 * (n + 1));
+    } else {
+      m = std::move(mapped).value();
+      st = env->RenameFile(tmp, path);
+    }
+  }
   if (!st.ok()) {
     (void)env->RemoveFile(tmp);
     return st;
   }
-  return env->RenameFile(tmp, path);
+  return m;
 }
 
 }  // namespace
@@ -740,15 +762,11 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
       // when it comes from the cache. If the file cannot be written, the build is redone
       // in memory below (caching is best effort).
       const IndexHeader h = MakeHeader(o.mode, o.seq_len, D, n, 0, T, 0);
-      Status st = WriteConcatIndex<SampleStart>(env, path, h, perm, len, D, S, T, n, two);
-      if (st.ok()) {
-        auto m = MappedFile::Open(env, path, /*populate=*/true);
-        if (m.ok() && (*m)->size() == sizeof(h) + 8 * (n + 1)) {
-          ix->mapped_ = std::move(m).value();
-          ix->sample_index_ =
-              reinterpret_cast<const SampleStart*>(ix->mapped_->data() + sizeof(h));
-          ix->info_.cache_path = path;
-        }
+      auto m = WriteConcatIndex<SampleStart>(env, path, h, perm, len, D, S, T, n, two);
+      if (m.ok()) {
+        ix->mapped_ = std::move(m).value();
+        ix->sample_index_ = reinterpret_cast<const SampleStart*>(ix->mapped_->data() + sizeof(h));
+        ix->info_.cache_path = path;
       }
     }
     if (!ix->mapped_) {

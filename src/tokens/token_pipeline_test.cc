@@ -910,9 +910,10 @@ TEST(TokenIndex, SamplesOfAGivenSeedArePinned) {
         ASSERT_TRUE(ix.ok()) << ix.status().ToString();
         EXPECT_EQ((*ix)->info().from_cache, again == 1);
         EXPECT_EQ((*ix)->info().cache_path.empty(), cache == "none");
-        if (again == 0)  // two where the machine has a second core
+        if (again == 0) {  // two where the machine has a second core
           EXPECT_EQ((*ix)->info().threads,
                     threads == 2 && std::thread::hardware_concurrency() < 2 ? 1 : threads);
+        }
         EXPECT_EQ(Fingerprint(**ix, *docs), w.fp)
             << "S " << w.S << " drop " << w.drop << " cache " << cache << " threads " << threads
             << (again ? " (reloaded)" : "");
@@ -994,6 +995,34 @@ TEST(TokenIndex, AFailedCacheWriteFallsBackToMemory) {
   EXPECT_TRUE((*ix)->info().cache_path.empty());
   EXPECT_EQ((*ix)->info().threads, 1);  // the default
   EXPECT_EQ(Fingerprint(**ix, *docs), kPinnedS64);
+}
+
+// Ranks (here threads) that build the same index at once into one cache folder each write
+// their own temporary file and map it: every one gets the right samples, and the file left
+// behind serves them too.
+TEST(TokenIndex, ConcurrentBuildsOfOneIndexEachGetTheRightSamples) {
+  std::string dir = testing::FreshDir("ti-concurrent");
+  auto store = OpenTokenStore(PinnedCorpus(dir));
+  ASSERT_TRUE(store.ok());
+  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache", 0);
+  auto docs = SelectDocuments(**store, o);
+  ASSERT_TRUE(docs.ok());
+  std::vector<uint64_t> fps(4, 0);
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < fps.size(); ++t)
+    ts.emplace_back([&, t] {
+      auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
+      if (ix.ok()) fps[t] = Fingerprint(**ix, *docs);
+    });
+  for (auto& t : ts) t.join();
+  for (uint64_t fp : fps) EXPECT_EQ(fp, kPinnedS64);
+  auto again = EpochIndex::Get(**store, *docs, o, 2, 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->info().from_cache);
+  EXPECT_EQ(Fingerprint(**again, *docs), kPinnedS64);
+  auto left = Env::Default()->ListDir(dir + "/cache");
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->size(), 1u);  // no temporary file left
 }
 
 TEST(TokenIndex, EpochsAndSeedsShuffleDifferentlyAndTheCacheServesTheSameIndex) {
