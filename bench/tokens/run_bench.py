@@ -26,8 +26,7 @@
      megatron-torch2  the megatron side with megatron-core imported whole under torch >= 2
 2. Index build for a >= 2-billion-token corpus (document lengths: bench/tokens/make_corpus.py),
    stoker vs Megatron-Core's GPTDataset index build (its C++ helpers), with peak RSS and the
-   process CPU time of the build (all threads) beside the wall time; --index-two-threads adds
-   stoker-2t, the same binary with `--index-threads 2`, to the rotation.
+   process CPU time of the build (all threads) beside the wall time.
 """
 
 import argparse
@@ -261,12 +260,11 @@ def index_megatron(prefix, S, cache):
             "peak_rss_delta": maxrss() - base, "peak_rss": maxrss()}
 
 
-def run_index(prefix, S, tmp, repeats=2, two_threads=False):
+def run_index(prefix, S, tmp, repeats=2):
     import shutil
 
     res = {}
-    names = (["stoker", "megatron"] + (["stoker-baseline"] if BASELINE else []) +
-             (["stoker-2t"] if two_threads else []))
+    names = ["stoker", "megatron"] + (["stoker-baseline"] if BASELINE else [])
     for rep in range(repeats):
         for name in names[rep % len(names):] + names[:rep % len(names)]:
             cache = os.path.join(tmp, f"cache-{name}-{rep}")
@@ -274,10 +272,9 @@ def run_index(prefix, S, tmp, repeats=2, two_threads=False):
             if name.startswith("stoker"):
                 binary = BASELINE if name == "stoker-baseline" else STOKER
                 j = stoker_json([binary, "bench", "tokens", "--data", "megatron:" + prefix,
-                                 "--seq-len", str(S), "--index-only", "--cache-dir", cache] +
-                                (["--index-threads", "2"] if name == "stoker-2t" else []))
+                                 "--seq-len", str(S), "--index-only", "--cache-dir", cache])
                 r = {"seconds": j["index_build_s"], "open_s": j["open_s"],
-                     "cpu_s": j.get("index_build_cpu_s"), "threads": j.get("index_build_threads"),
+                     "cpu_s": j.get("index_build_cpu_s"),
                      "samples": j["samples_per_epoch"],
                      "peak_rss_delta": j["peak_rss_after_index"] - j["peak_rss_before"],
                      "peak_rss": j["peak_rss_after_index"]}
@@ -397,8 +394,6 @@ def main():
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--skip-index", action="store_true")
     ap.add_argument("--index-repeats", type=int, default=2)
-    ap.add_argument("--index-two-threads", action="store_true",
-                    help="also run stoker's index build with --index-threads 2 (stoker-2t)")
     ap.add_argument("--skip-tokenize", action="store_true")
     ap.add_argument("--tokenize-repeats", type=int, default=2)
     ap.add_argument("--skip-delivery", action="store_true")
@@ -469,7 +464,7 @@ def main():
         iprefix = os.path.join(a.tmp, "owt2b_text_document")
         if not os.path.exists(iprefix + ".idx"):
             make_corpus.write(iprefix, a.index_tokens, sparse=True)
-        results["index"] = run_index(iprefix, 2048, a.tmp, a.index_repeats, a.index_two_threads)
+        results["index"] = run_index(iprefix, 2048, a.tmp, a.index_repeats)
     if not a.skip_tokenize:
         results["tokenize"] = run_tokenize(a.tmp, a.tokenize_repeats)
     results["load_after"] = os.getloadavg()

@@ -56,7 +56,7 @@ def main(path):
                   f"{'%.4f' % med(cpu) if cpu else '-'} | "
                   f"{med(op):.4f} ({min(op):.4f}-{max(op):.4f}) | {rss} | {xs[0]['samples']} |")
         mg = med([x["seconds"] for x in ix["megatron"]])
-        for name in ("stoker", "stoker-baseline", "stoker-2t"):
+        for name in ("stoker", "stoker-baseline", "stoker-2t"):  # stoker-2t: 10:3x-10:4x runs
             if name not in ix:
                 continue
             m = mg / med([x["seconds"] for x in ix[name]])

@@ -22,7 +22,6 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
     bool position_ids = false;
     uint64_t steps = 200, seed = 0;
     bool index_only = false, no_memcpy = false;
-    int index_threads = 0;
   };
   auto a = std::make_shared<Args>();
   c->add_option("--data", a->data, "token store spec(s): megatron:PREFIX, nanogpt:F.bin, ...")
@@ -41,8 +40,6 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
                  "window ([B, S+1], input_ids/labels views) | separate ([B, S] arrays)");
   c->add_flag("--position-ids", a->position_ids, "deliver position_ids in concat mode too");
   c->add_flag("--index-only", a->index_only, "stop after the index build");
-  c->add_option("--index-threads", a->index_threads,
-                "concat index build threads: 1 (0: default) or 2 (a helper thread)");
   c->add_flag("--no-memcpy", a->no_memcpy, "skip the memcpy limit");
   c->add_option("--json", a->json, "write the numbers as JSON");
   c->callback([a] {
@@ -56,7 +53,6 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
       o.pipeline.index.mode = *mode;
       o.pipeline.index.seed = a->seed;
       o.pipeline.index.cache_dir = a->cache_dir;
-      o.pipeline.index.build_threads = a->index_threads;
       o.pipeline.batch_size = a->batch;
       o.pipeline.threads = a->threads;
       o.pipeline.prefetch = a->prefetch;
@@ -78,8 +74,8 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
                   r->open_s, r->index_build_s, r->index_from_cache ? " (from the cache)" : "",
                   r->index_bytes / 1e6, r->peak_rss_before / 1e6, r->peak_rss_after_index / 1e6);
       if (!r->index_from_cache)
-        std::printf("index build: %d thread%s, %.3f CPU-s\n", r->index_build_threads,
-                    r->index_build_threads == 1 ? "" : "s", r->index_build_cpu_s);
+        std::printf("index build: %.3f CPU-s (process CPU time, all threads)\n",
+                    r->index_build_cpu_s);
       if (!a->index_only) {
         std::printf("delivery: %llu batches of %d x %lld in %.3f s: %.1f M tokens/s, %.1f M tokens "
                     "per CPU-second, padding %.1f%%\n",
@@ -99,7 +95,6 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
                             {"threads", a->threads}, {"open_s", r->open_s},
                             {"index_build_s", r->index_build_s}, {"index_bytes", r->index_bytes},
                             {"index_build_cpu_s", r->index_build_cpu_s},
-                            {"index_build_threads", r->index_build_threads},
                             {"index_from_cache", r->index_from_cache},
                             {"peak_rss_before", r->peak_rss_before},
                             {"peak_rss_after_index", r->peak_rss_after_index},

@@ -3,14 +3,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
 #include <limits>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -473,7 +471,7 @@ inline uint64_t PackedEntry(uint64_t pos, uint64_t off) {
 // next block (table[ahead[i]]): spread over the loop, those cache misses overlap its
 // arithmetic (a burst of 256 prefetches would fill the load queue and stall it). Kept out
 // of line so that its loop keeps everything in registers.
-template <DivKind kKind, bool kPrefetch, typename Start>
+template <DivKind kKind, typename Start>
 __attribute__((noinline)) uint64_t EmitRun(const uint32_t* j, uint64_t i, uint64_t m,
                                            uint64_t pos0, uint64_t S, CeilDiv div,
                                            uint64_t* cum_io, uint64_t* b_io, Start* out,
@@ -483,7 +481,7 @@ __attribute__((noinline)) uint64_t EmitRun(const uint32_t* j, uint64_t i, uint64
   uint64_t cum = *cum_io, b = *b_io;
   const uint64_t next = S << 32;
   for (; i < m; ++i) {
-    if constexpr (kPrefetch) __builtin_prefetch(table + ahead[i]);
+    __builtin_prefetch(table + ahead[i]);
     const uint64_t cum1 = cum + j[i];
     const uint64_t b1 = div.Ceil<kKind>(cum1);
     if (__builtin_expect(b1 > b + 2, 0)) break;
@@ -499,87 +497,10 @@ __attribute__((noinline)) uint64_t EmitRun(const uint32_t* j, uint64_t i, uint64
   return i;
 }
 
-// The lengths of the documents of block after block, in the epoch's order: computed
-// here, one block ahead (single thread), or by a helper thread that runs up to kRing blocks
-// ahead (two threads: the Feistel rounds and the table's cache misses on one core, the
-// starts and the cache file's writes on the other). The same lengths either way.
-class BlockLengths {
- public:
-  BlockLengths(const KeyedPermutation& perm, const LengthTable& len, uint64_t D, bool helper)
-      : perm_(perm), len_(len), D_(D) {
-    if (helper) {
-      try {
-        helper_ = std::thread([this] { Produce(); });
-      } catch (const std::system_error&) {  // no thread to be had: one thread it is
-      }
-    }
-    if (!helper_.joinable()) Documents(0, idx_[0]);
-  }
-  ~BlockLengths() {
-    stop_.store(true, std::memory_order_relaxed);
-    if (helper_.joinable()) helper_.join();
-  }
-  bool threaded() const { return helper_.joinable(); }
-  // Block k's lengths (blocks in order, each once). Single thread: `ahead` is set to the
-  // next block's documents, whose table entries the caller prefetches while it works.
-  const uint32_t* Next(uint64_t k, const uint32_t** ahead) {
-    if (threaded()) {
-      *ahead = nullptr;
-      if (k > 0) consumed_.store(k, std::memory_order_release);  // block k - 1 is done
-      for (uint32_t spins = 0; produced_.load(std::memory_order_acquire) <= k;) Backoff(&spins);
-      return ring_[k % kRing];
-    }
-    uint32_t* idx = idx_[k & 1];
-    len_.Gather(idx, std::min(kBuildBlock, D_ - k * kBuildBlock), j_);
-    Documents((k + 1) * kBuildBlock, idx_[(k + 1) & 1]);
-    *ahead = idx_[(k + 1) & 1];
-    return j_;
-  }
-
- private:
-  static constexpr uint64_t kRing = 16;
-  static void Backoff(uint32_t* spins) {
-    if (++*spins < 2000) {
-#if defined(__x86_64__)
-      _mm_pause();
-#endif
-    } else {
-      std::this_thread::yield();  // the other thread may not be running (a busy machine)
-    }
-  }
-  // Past the block's end, out keeps valid entries of an earlier block (prefetch only).
-  void Documents(uint64_t first, uint32_t* out) const {
-    if (first < D_) perm_.Block(first, std::min(kBuildBlock, D_ - first), out);
-  }
-  void Produce() {
-    uint32_t idx[kBuildBlock];
-    for (uint64_t k = 0; k * kBuildBlock < D_; ++k) {
-      for (uint32_t spins = 0; k - consumed_.load(std::memory_order_acquire) >= kRing;) {
-        if (stop_.load(std::memory_order_relaxed)) return;
-        Backoff(&spins);
-      }
-      const uint64_t m = std::min(kBuildBlock, D_ - k * kBuildBlock);
-      perm_.Block(k * kBuildBlock, m, idx);
-      len_.Gather(idx, m, ring_[k % kRing]);
-      produced_.store(k + 1, std::memory_order_release);
-    }
-  }
-
-  const KeyedPermutation& perm_;
-  const LengthTable& len_;
-  const uint64_t D_;
-  uint32_t idx_[2][kBuildBlock] = {}, j_[kBuildBlock];
-  alignas(64) uint32_t ring_[kRing][kBuildBlock];
-  alignas(64) std::atomic<uint64_t> produced_{0};
-  alignas(64) std::atomic<uint64_t> consumed_{0};
-  std::atomic<bool> stop_{false};
-  std::thread helper_;  // last: started after everything it reads
-};
-
 template <DivKind kKind, typename Start, typename Put>
 bool EmitConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
-                      uint64_t S, uint64_t n, const CeilDiv& div, bool two_threads, Start* buf,
-                      uint64_t cap, Put&& put) {
+                      uint64_t S, uint64_t n, const CeilDiv& div, Start* buf, uint64_t cap,
+                      Put&& put) {
   // The window: buf[i] is entry w0 + i. Entries below the current document's first start
   // are final; put() takes them when the next ones would pass `full`.
   const uint64_t full = cap - 2 * kBuildBlock - 3;
@@ -591,33 +512,31 @@ bool EmitConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint
     return true;
   };
   uint64_t cum = 0, b = 0;  // tokens before the current position; ceil(cum / S)
-  // Single thread, software pipelined: the next block's documents are computed before this
-  // block's starts are written, which prefetch their table entries (EmitRun), so the cache
-  // misses of one block overlap the arithmetic of the one before.
-  auto blocks = std::make_unique<BlockLengths>(perm, len, D, two_threads);
-  static const uint32_t kNoPrefetch[kBuildBlock] = {};
-  for (uint64_t b0 = 0, k = 0; b0 < D; b0 += kBuildBlock, ++k) {
+  // Software pipelined: the next block's documents are computed before this block's starts
+  // are written, which prefetch their table entries (EmitRun), so the cache misses of one
+  // block overlap the arithmetic of the one before.
+  uint32_t idx[kBuildBlock] = {}, j[kBuildBlock];
+  perm.Block(0, std::min(kBuildBlock, D), idx);
+  for (uint64_t b0 = 0; b0 < D; b0 += kBuildBlock) {
     const uint64_t m = std::min(kBuildBlock, D - b0);
-    const uint32_t* ahead = nullptr;
-    const uint32_t* j = blocks->Next(k, &ahead);
+    len.Gather(idx, m, j);
+    if (b0 + kBuildBlock < D)  // past the next block's end, idx keeps valid earlier entries
+      perm.Block(b0 + kBuildBlock, std::min(kBuildBlock, D - b0 - kBuildBlock), idx);
     if (!room_for(b)) return false;  // then two entries a document fit in this block
     for (uint64_t i = 0;
-         (i = ahead ? EmitRun<kKind, true>(j, i, m, b0, S, div, &cum, &b, buf, w0, len.data(), ahead)
-                    : EmitRun<kKind, false>(j, i, m, b0, S, div, &cum, &b, buf, w0, len.data(),
-                                            kNoPrefetch)) < m;
+         (i = EmitRun<kKind>(j, i, m, b0, S, div, &cum, &b, buf, w0, len.data(), idx)) < m;
          ++i) {
       // Document b0 + i holds starts b .. b1 - 1 (three or more).
       const uint64_t cum1 = cum + j[i];
       const uint64_t b1 = div.Ceil<kKind>(cum1);
-      for (uint64_t k2 = b; k2 < b1; ++k2) {
-        if (!room_for(k2)) return false;
-        buf[k2 - w0] = StartEntry<Start>(b0 + i, k2 * S - cum);
+      for (uint64_t k = b; k < b1; ++k) {
+        if (!room_for(k)) return false;
+        buf[k - w0] = StartEntry<Start>(b0 + i, k * S - cum);
       }
       cum = cum1;
       b = b1;
     }
   }
-  blocks.reset();
   // Entries b.. n are past the stream's end (padding; none in drop-last mode).
   for (uint64_t k = b; k <= n; ++k) {
     if (!room_for(k)) return false;
@@ -626,33 +545,19 @@ bool EmitConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint
   return put(buf, n + 1 - w0);
 }
 
-// Threads of a concat build: 2 when asked for, on a machine with two or more cores and a
-// corpus of at least 64 blocks (16 Ki documents; below that a thread costs more than it
-// saves); else 1. Not the default: on a shared machine a preempted helper holds the build
-// up (bench/RESULTS.md: at load 9 a median of 56 ms against 18 on one thread).
-int BuildThreads(const TokenIndexOptions& o, uint64_t D) {
-  return o.build_threads == 2 && std::thread::hardware_concurrency() >= 2 &&
-                 D >= 64 * kBuildBlock
-             ? 2
-             : 1;
-}
-
 template <typename Start, typename Put>
 bool BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
-                       uint64_t S, uint64_t T, uint64_t n, bool two_threads, Start* buf,
-                       uint64_t cap, Put&& put) {
+                       uint64_t S, uint64_t T, uint64_t n, Start* buf, uint64_t cap, Put&& put) {
   const CeilDiv div(S, T + S);
   switch (div.kind()) {
     case DivKind::kShift:
-      return EmitConcatStarts<DivKind::kShift>(perm, len, D, S, n, div, two_threads, buf, cap,
-                                               put);
+      return EmitConcatStarts<DivKind::kShift>(perm, len, D, S, n, div, buf, cap, put);
     case DivKind::kReciprocal:
-      return EmitConcatStarts<DivKind::kReciprocal>(perm, len, D, S, n, div, two_threads, buf,
-                                                    cap, put);
+      return EmitConcatStarts<DivKind::kReciprocal>(perm, len, D, S, n, div, buf, cap, put);
     case DivKind::kDivide:
       break;
   }
-  return EmitConcatStarts<DivKind::kDivide>(perm, len, D, S, n, div, two_threads, buf, cap, put);
+  return EmitConcatStarts<DivKind::kDivide>(perm, len, D, S, n, div, buf, cap, put);
 }
 
 // The concatenation index written into `path` as it is built, and mapped: under a temporary
@@ -664,8 +569,7 @@ Result<std::unique_ptr<MappedFile>> WriteConcatIndex(Env* env, const std::string
                                                      const IndexHeader& h,
                                                      const KeyedPermutation& perm,
                                                      const LengthTable& len, uint64_t D,
-                                                     uint64_t S, uint64_t T, uint64_t n,
-                                                     bool two_threads) {
+                                                     uint64_t S, uint64_t T, uint64_t n) {
   const std::string dir = DirName(path);
   if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
   // 160 Ki entries (1.25 MiB) a write: at least the writer's 1 MiB, so each goes straight
@@ -680,8 +584,7 @@ Result<std::unique_ptr<MappedFile>> WriteConcatIndex(Env* env, const std::string
   STOKER_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
   Status st = f->Append(&h, sizeof(h));
   if (st.ok()) {
-    BuildConcatStarts(perm, len, D, S, T, n, two_threads, buf.get(), cap,
-                      [&](const Start* p, uint64_t c) {
+    BuildConcatStarts(perm, len, D, S, T, n, buf.get(), cap, [&](const Start* p, uint64_t c) {
       st = f->Append(p, 8 * c);
       return st.ok();
     });
@@ -708,14 +611,12 @@ Result<std::unique_ptr<MappedFile>> WriteConcatIndex(Env* env, const std::string
   return m;
 }
 
-}  // namespace
-
-namespace {
 double ProcessCpuSeconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
+
 }  // namespace
 
 void EpochIndex::SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uint64_t salt) {
@@ -752,8 +653,6 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     if (n >= std::numeric_limits<uint32_t>::max())
       return InvalidArgument("{} samples in one epoch; the index holds at most 2^32 - 1", n);
     ix->num_samples_ = n;
-    const bool two = BuildThreads(o, D) == 2;
-    ix->info_.threads = two ? 2 : 1;
     if (!path.empty()) {
       // Straight into the cache file, through a window of ~1 MiB that is written out as it
       // fills: the 8 bytes a sample are written once, from memory in cache, instead of
@@ -762,7 +661,7 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
       // when it comes from the cache. If the file cannot be written, the build is redone
       // in memory below (caching is best effort).
       const IndexHeader h = MakeHeader(o.mode, o.seq_len, D, n, 0, T, 0);
-      auto m = WriteConcatIndex<SampleStart>(env, path, h, perm, len, D, S, T, n, two);
+      auto m = WriteConcatIndex<SampleStart>(env, path, h, perm, len, D, S, T, n);
       if (m.ok()) {
         ix->mapped_ = std::move(m).value();
         ix->sample_index_ = reinterpret_cast<const SampleStart*>(ix->mapped_->data() + sizeof(h));
@@ -776,7 +675,7 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
         return Internal("cannot allocate {} bytes for the sample index of {}", 8 * cap,
                         store.files()[0]);  // every entry is written below
       ix->own_samples_n_ = n + 1;
-      BuildConcatStarts(perm, len, D, S, T, n, two, ix->own_samples_.get(), cap,
+      BuildConcatStarts(perm, len, D, S, T, n, ix->own_samples_.get(), cap,
                         [](const SampleStart*, uint64_t) { return true; });
       ix->sample_index_ = ix->own_samples_.get();
     }

@@ -48,12 +48,6 @@ struct TokenIndexOptions {
   // contiguous "969,30,1" ranges).
   double split_begin = 0.0, split_end = 1.0;
   bool skip_empty = false;           // empty documents: error (false) or skip and count
-  // Threads of the concatenation index build: 1 (0: the default), or 2: a helper computes
-  // the shuffled order and gathers the lengths while this thread writes the sample starts
-  // (where the machine has two cores and the corpus 16 Ki documents or more). The index is
-  // the same either way. Two threads save ~20 % on an idle machine and lose badly on a
-  // busy one (the helper preempted), hence not the default.
-  int build_threads = 0;
   // Where the index files go: "" = a ".stoker-index" folder beside the first data file,
   // "none" = build in memory, never cached.
   std::string cache_dir;
@@ -133,7 +127,6 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
 struct IndexBuildInfo {
   double seconds = 0;        // 0 when loaded from the cache
   double cpu_seconds = 0;    // CPU time of the process meanwhile (all threads)
-  int threads = 1;           // threads of the build
   bool from_cache = false;
   std::string cache_path;    // empty when not cached
   uint64_t bytes = 0;        // size of the index arrays

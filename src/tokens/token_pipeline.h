@@ -121,7 +121,6 @@ struct TokenPipelineStats {
                              // assemble_when_waiting: including batches it assembled)
   double index_build_s = 0;  // index build time (0 when every epoch came from the cache)
   double index_build_cpu_s = 0;  // CPU time of the process during those builds
-  int index_build_threads = 0;   // threads of the last build
   uint64_t index_bytes = 0;
   uint64_t indices_built = 0, indices_cached = 0;
   uint64_t skipped_empty = 0;

@@ -876,9 +876,8 @@ std::string PinnedCorpus(const std::string& dir) {
   return MakeCorpus(dir, "c", 40000, 600, 77);
 }
 
-TokenIndexOptions PinnedOptions(int64_t S, bool drop, const std::string& cache, int threads) {
+TokenIndexOptions PinnedOptions(int64_t S, bool drop, const std::string& cache) {
   TokenIndexOptions o;
-  o.build_threads = threads;
   o.seq_len = S;
   o.seed = 1234;
   o.drop_last_partial = drop;
@@ -899,25 +898,18 @@ TEST(TokenIndex, SamplesOfAGivenSeedArePinned) {
                         {1000, true, 13770946124417946802ull},
                         {1000, false, 17314535403302121230ull}};
   for (const Want& w : wants) {
-    for (int threads : {1, 2}) {
-      const std::string cached = dir + "/cache" + std::to_string(threads);
-      for (const std::string& cache : {std::string("none"), cached}) {
+    for (const std::string& cache : {std::string("none"), dir + "/cache"}) {
       for (int again = 0; again < (cache == "none" ? 1 : 2); ++again) {
-        const TokenIndexOptions o = PinnedOptions(w.S, w.drop, cache, threads);
+        const TokenIndexOptions o = PinnedOptions(w.S, w.drop, cache);
         auto docs = SelectDocuments(**store, o);
         ASSERT_TRUE(docs.ok());
         auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
         ASSERT_TRUE(ix.ok()) << ix.status().ToString();
         EXPECT_EQ((*ix)->info().from_cache, again == 1);
         EXPECT_EQ((*ix)->info().cache_path.empty(), cache == "none");
-        if (again == 0) {  // two where the machine has a second core
-          EXPECT_EQ((*ix)->info().threads,
-                    threads == 2 && std::thread::hardware_concurrency() < 2 ? 1 : threads);
-        }
         EXPECT_EQ(Fingerprint(**ix, *docs), w.fp)
-            << "S " << w.S << " drop " << w.drop << " cache " << cache << " threads " << threads
+            << "S " << w.S << " drop " << w.drop << " cache " << cache
             << (again ? " (reloaded)" : "");
-      }
       }
     }
   }
@@ -974,7 +966,7 @@ TEST(TokenIndex, AFailedCacheWriteFallsBackToMemory) {
   // Failing at the header, at the first window (1.25 MiB) and at the last.
   for (uint64_t ok_bytes : {uint64_t{0}, uint64_t{64}, uint64_t{1400} << 10}) {
     FailingWriteEnv env(ok_bytes);
-    const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache", ok_bytes == 64 ? 1 : 2);
+    const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache");
     auto docs = SelectDocuments(**store, o);
     ASSERT_TRUE(docs.ok());
     auto ix = EpochIndex::Get(**store, *docs, o, 2, 1, &env);
@@ -987,13 +979,12 @@ TEST(TokenIndex, AFailedCacheWriteFallsBackToMemory) {
   }
   // A cache folder that cannot be created (a file is in the way).
   std::ofstream(dir + "/blocker") << "x";
-  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/blocker/cache", 0);
+  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/blocker/cache");
   auto docs = SelectDocuments(**store, o);
   ASSERT_TRUE(docs.ok());
   auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
   ASSERT_TRUE(ix.ok()) << ix.status().ToString();
   EXPECT_TRUE((*ix)->info().cache_path.empty());
-  EXPECT_EQ((*ix)->info().threads, 1);  // the default
   EXPECT_EQ(Fingerprint(**ix, *docs), kPinnedS64);
 }
 
@@ -1004,7 +995,7 @@ TEST(TokenIndex, ConcurrentBuildsOfOneIndexEachGetTheRightSamples) {
   std::string dir = testing::FreshDir("ti-concurrent");
   auto store = OpenTokenStore(PinnedCorpus(dir));
   ASSERT_TRUE(store.ok());
-  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache", 0);
+  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache");
   auto docs = SelectDocuments(**store, o);
   ASSERT_TRUE(docs.ok());
   std::vector<uint64_t> fps(4, 0);
