@@ -589,6 +589,7 @@ Result<std::unique_ptr<MappedFile>> WriteConcatIndex(Env* env, const std::string
       return st.ok();
     });
   }
+  buf.reset();  // before the mapping is populated: not both in the peak RSS
   Status closed = f->Close();
   if (st.ok()) st = closed;
   std::unique_ptr<MappedFile> m;
