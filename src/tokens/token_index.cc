@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -118,6 +119,7 @@ __attribute__((target("avx2,popcnt"))) uint64_t CollectOutside(const uint32_t* x
   }
   return c;
 }
+
 const bool kHaveAvx2 = [] {
   __builtin_cpu_init();  // this may run before libgcc's own constructor
   return __builtin_cpu_supports("avx2") != 0;
@@ -407,15 +409,16 @@ namespace {
 // shuffled order, at (position, offset) of the document that holds that token (a start
 // exactly at a document's end is the next document's offset 0); entries past the stream's
 // end (the padded last sample) are (D, 0). Entries 0..n are produced, in order, into a
-// window of `cap` entries that `put(first, count)` takes away whenever it fills (the
-// cache file's writer), or that holds them all (cap > n + 2 * kBuildBlock + 3).
+// window of `cap` entries whose finished ones `put(window, count)` takes away whenever it
+// fills (the cache file's writer), or that holds them all (cap > n + 2 * kBuildBlock + 3).
 //
 // One streaming pass over the positions in blocks of kBuildBlock: the block's documents
 // (the Feistel rounds vectorized), their lengths (independent random reads of the length
 // table, issued together so that their cache misses overlap), then the starts. With cum_i
 // the tokens before position i, document i holds starts [ceil(cum_i / S), ceil(cum_{i+1} /
 // S)): each is a function of the running sum alone, so nothing else is carried from one
-// document to the next (the division is a multiply by a fixed-point reciprocal). Every
+// document to the next (the division is a shift, or a multiply by a fixed-point
+// reciprocal). Every
 // document writes its first two possible starts without a branch — an entry that is not
 // its own is scratch, overwritten by the document that holds it (which comes later) — and
 // loops only when it holds three or more (~2 % of documents at S = 2048).
@@ -459,7 +462,7 @@ Start StartEntry(uint64_t pos, uint64_t off) {
   e.off = static_cast<uint32_t>(off);
   return e;
 }
-// The same entry as one 64-bit word (pos in the low half: little-endian x86).
+// The same entry as one 64-bit word (pos in the low half, little-endian).
 inline uint64_t PackedEntry(uint64_t pos, uint64_t off) {
   return static_cast<uint32_t>(pos) | (off << 32);
 }
@@ -478,6 +481,7 @@ __attribute__((noinline)) uint64_t EmitRun(const uint32_t* j, uint64_t i, uint64
                                            uint64_t w0, const uint16_t* table,
                                            const uint32_t* ahead) {
   static_assert(sizeof(Start) == 8 && offsetof(Start, pos) == 0 && offsetof(Start, off) == 4);
+  static_assert(std::endian::native == std::endian::little);  // PackedEntry
   uint64_t cum = *cum_io, b = *b_io;
   const uint64_t next = S << 32;
   for (; i < m; ++i) {
