@@ -111,8 +111,10 @@ __attribute__((target("avx2,popcnt"))) uint64_t CollectOutside(const uint32_t* x
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
     const __m256i ge = _mm256_cmpeq_epi32(_mm256_max_epu32(v, vn), v);  // v >= n, unsigned
     const unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ge)));
-    const __m256i perm = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(kCompact.t[mask])));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pos + c), _mm256_permutevar8x32_epi32(idx, perm));
+    const __m256i perm =
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(kCompact.t[mask])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pos + c),
+                        _mm256_permutevar8x32_epi32(idx, perm));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(val + c), _mm256_permutevar8x32_epi32(v, perm));
     c += static_cast<uint64_t>(__builtin_popcount(mask));
     idx = _mm256_add_epi32(idx, eight);
@@ -253,8 +255,10 @@ __attribute__((target("avx2"))) void NarrowAvx2(const uint32_t* in, uint64_t n, 
   const __m256i cap = _mm256_set1_epi32(0xffff);
   uint64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i a = _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)), cap);
-    const __m256i b = _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)), cap);
+    const __m256i a =
+        _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)), cap);
+    const __m256i b =
+        _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)), cap);
     // packus works within 128-bit lanes: a0 b0 a1 b1 -> a0 a1 b0 b1
     const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
@@ -266,7 +270,8 @@ void Narrow(const uint32_t* in, uint64_t n, uint16_t* out) {
 #if defined(__x86_64__)
   if (kHaveAvx2) return NarrowAvx2(in, n, out);
 #endif
-  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<uint16_t>(std::min<uint32_t>(in[i], 0xffff));
+  for (uint64_t i = 0; i < n; ++i)
+    out[i] = static_cast<uint16_t>(std::min<uint32_t>(in[i], 0xffff));
 }
 
 class LengthTable {
@@ -431,7 +436,9 @@ enum class DivKind { kShift, kReciprocal, kDivide };
 class CeilDiv {
  public:
   CeilDiv(uint64_t s, uint64_t max_x)
-      : s_(s), m_(s > 1 ? ~uint64_t{0} / s + 1 : 0), shift_(static_cast<uint32_t>(__builtin_ctzll(s))) {
+      : s_(s),
+        m_(s > 1 ? ~uint64_t{0} / s + 1 : 0),
+        shift_(static_cast<uint32_t>(__builtin_ctzll(s))) {
     if ((s & (s - 1)) == 0) {
       kind_ = DivKind::kShift;
     } else if (max_x < ~uint64_t{0} / s) {

@@ -791,7 +791,8 @@ TEST(TokenIndex, DocumentsOf65535TokensOrMoreAreCountedExactly) {
   std::string dir = testing::FreshDir("ti-long");
   // 40 documents, so that the table's vector fill (16 at a time) meets long ones too.
   std::vector<uint64_t> lens = {70000, 3, 65535, 65534, 100000, 5, 65536, 1, 2, 131071};
-  for (uint64_t d = 10; d < 40; ++d) lens.push_back(d % 7 == 0 ? 65535 + d : d % 5 == 0 ? 65535 : d);
+  for (uint64_t d = 10; d < 40; ++d)
+    lens.push_back(d % 7 == 0 ? 65535 + d : d % 5 == 0 ? 65535 : d);
   auto w = OpenTokenWriter("megatron:" + dir + "/c");
   ASSERT_TRUE(w.ok());
   for (uint64_t d = 0; d < lens.size(); ++d) {
