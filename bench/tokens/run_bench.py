@@ -25,7 +25,8 @@
                   batch[:, 1:]
      megatron-torch2  the megatron side with megatron-core imported whole under torch >= 2
 2. Index build for a >= 2-billion-token corpus (document lengths: bench/tokens/make_corpus.py),
-   stoker vs Megatron-Core's GPTDataset index build (its C++ helpers), with peak RSS.
+   stoker vs Megatron-Core's GPTDataset index build (its C++ helpers), with peak RSS and the
+   process CPU time of the build (all threads) beside the wall time.
 """
 
 import argparse
@@ -249,14 +250,14 @@ def index_megatron(prefix, S, cache):
     cfg = GPTDatasetConfig(random_seed=1, sequence_length=S, split="1,0,0", tokenizer=Tok(),
                            reset_position_ids=True, reset_attention_mask=False,
                            eod_mask_loss=False, create_attention_mask=False, path_to_cache=cache)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ds = GPTDataset(ind, prefix, np.arange(len(ind), dtype=np.int32), (n_tokens - 1) // S,
                     Split.train, cfg)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     # open_s: IndexedDataset's open plus the build (stoker's open_s: store open, document
     # checks, build and cache write).
-    return {"seconds": dt, "open_s": open_s + dt, "samples": len(ds), "peak_rss_delta": maxrss() - base,
-            "peak_rss": maxrss()}
+    return {"seconds": dt, "cpu_s": cpu, "open_s": open_s + dt, "samples": len(ds),
+            "peak_rss_delta": maxrss() - base, "peak_rss": maxrss()}
 
 
 def run_index(prefix, S, tmp, repeats=2):
@@ -273,6 +274,7 @@ def run_index(prefix, S, tmp, repeats=2):
                 j = stoker_json([binary, "bench", "tokens", "--data", "megatron:" + prefix,
                                  "--seq-len", str(S), "--index-only", "--cache-dir", cache])
                 r = {"seconds": j["index_build_s"], "open_s": j["open_s"],
+                     "cpu_s": j.get("index_build_cpu_s"),
                      "samples": j["samples_per_epoch"],
                      "peak_rss_delta": j["peak_rss_after_index"] - j["peak_rss_before"],
                      "peak_rss": j["peak_rss_after_index"]}

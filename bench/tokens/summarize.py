@@ -45,16 +45,18 @@ def main(path):
     ix = r.get("index")
     if ix:
         print("### Index build (one epoch, seq_len 2048)\n")
-        print("| builder | build s, median (range) | whole open s, median (range) | peak RSS growth MB (runs) | samples |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print("| builder | build s, median (range) | build CPU-s, median | whole open s, median (range) | peak RSS growth MB (runs) | samples |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
         for name, xs in ix.items():
             secs = [x["seconds"] for x in xs]
+            cpu = [x["cpu_s"] for x in xs if x.get("cpu_s") is not None]
             op = [x.get("open_s", x["seconds"]) for x in xs]
             rss = ", ".join("%.0f" % (x["peak_rss_delta"] / 1e6) for x in xs)
             print(f"| {name} | {med(secs):.4f} ({min(secs):.4f}-{max(secs):.4f}) | "
+                  f"{'%.4f' % med(cpu) if cpu else '-'} | "
                   f"{med(op):.4f} ({min(op):.4f}-{max(op):.4f}) | {rss} | {xs[0]['samples']} |")
         mg = med([x["seconds"] for x in ix["megatron"]])
-        for name in ("stoker", "stoker-baseline"):
+        for name in ("stoker", "stoker-baseline", "stoker-2t"):  # stoker-2t: 10:3x-10:4x runs
             if name not in ix:
                 continue
             m = mg / med([x["seconds"] for x in ix[name]])

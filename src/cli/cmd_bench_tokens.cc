@@ -73,6 +73,9 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
       std::printf("index: open %.3f s, build %.3f s%s, %.1f MB of index, peak RSS %.1f MB -> %.1f MB\n",
                   r->open_s, r->index_build_s, r->index_from_cache ? " (from the cache)" : "",
                   r->index_bytes / 1e6, r->peak_rss_before / 1e6, r->peak_rss_after_index / 1e6);
+      if (!r->index_from_cache)
+        std::printf("index build: %.3f CPU-s (process CPU time, all threads)\n",
+                    r->index_build_cpu_s);
       if (!a->index_only) {
         std::printf("delivery: %llu batches of %d x %lld in %.3f s: %.1f M tokens/s, %.1f M tokens "
                     "per CPU-second, padding %.1f%%\n",
@@ -91,6 +94,7 @@ void RegisterBenchTokensCommand(CLI::App& bench) {
                             {"seq_len", a->seq_len}, {"batch", a->batch}, {"packing", a->packing},
                             {"threads", a->threads}, {"open_s", r->open_s},
                             {"index_build_s", r->index_build_s}, {"index_bytes", r->index_bytes},
+                            {"index_build_cpu_s", r->index_build_cpu_s},
                             {"index_from_cache", r->index_from_cache},
                             {"peak_rss_before", r->peak_rss_before},
                             {"peak_rss_after_index", r->peak_rss_after_index},

@@ -39,6 +39,7 @@ Result<TokenBenchResult> RunTokenBench(const TokenBenchOptions& o) {
   r.peak_rss_after_index = PeakRssBytes();
   TokenPipelineStats st = p->stats();
   r.index_build_s = st.index_build_s;
+  r.index_build_cpu_s = st.index_build_cpu_s;
   r.index_bytes = st.index_bytes;
   r.index_from_cache = st.indices_built == 0;
   for (size_t d = 0; d < p->num_corpora(); ++d) {

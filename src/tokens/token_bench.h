@@ -19,7 +19,7 @@ struct TokenBenchOptions {
 
 struct TokenBenchResult {
   // Open + index build of epoch 0 (all corpora).
-  double open_s = 0, index_build_s = 0;
+  double open_s = 0, index_build_s = 0, index_build_cpu_s = 0;
   uint64_t index_bytes = 0;
   bool index_from_cache = false;
   int64_t peak_rss_before = 0, peak_rss_after_index = 0;  // bytes (getrusage ru_maxrss)

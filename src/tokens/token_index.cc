@@ -1,15 +1,21 @@
 #include "tokens/token_index.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <functional>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include <immintrin.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/random.h"
 #include "formats/checksum.h"
@@ -77,6 +83,45 @@ __attribute__((target("avx2"))) void Round4Avx2(uint32_t* x, uint64_t m, uint32_
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(x + i), _mm256_or_si256(_mm256_sll_epi32(a, sh), b));
   }
 }
+// The positions (pos) and values (val) of the x[i] >= n, i < m (m a multiple of 8), in
+// order: 8 lanes at a time, compacted with a permutation looked up by the comparison's mask
+// (no branch per lane). pos and val have room for m + 8.
+struct CompactTable {
+  uint64_t t[256];
+  constexpr CompactTable() : t() {
+    for (int mask = 0; mask < 256; ++mask) {
+      uint64_t v = 0;
+      int k = 0;
+      for (int b = 0; b < 8; ++b)
+        if (mask & (1 << b)) v |= static_cast<uint64_t>(b) << (8 * k++);
+      t[mask] = v;
+    }
+  }
+};
+constexpr CompactTable kCompact;
+
+__attribute__((target("avx2,popcnt"))) uint64_t CollectOutside(const uint32_t* x, uint64_t m,
+                                                                uint32_t n, uint32_t* pos,
+                                                                uint32_t* val) {
+  const __m256i vn = _mm256_set1_epi32(static_cast<int>(n));
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i eight = _mm256_set1_epi32(8);
+  uint64_t c = 0;
+  for (uint64_t i = 0; i < m; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i ge = _mm256_cmpeq_epi32(_mm256_max_epu32(v, vn), v);  // v >= n, unsigned
+    const unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ge)));
+    const __m256i perm =
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(kCompact.t[mask])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pos + c),
+                        _mm256_permutevar8x32_epi32(idx, perm));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(val + c), _mm256_permutevar8x32_epi32(v, perm));
+    c += static_cast<uint64_t>(__builtin_popcount(mask));
+    idx = _mm256_add_epi32(idx, eight);
+  }
+  return c;
+}
+
 const bool kHaveAvx2 = [] {
   __builtin_cpu_init();  // this may run before libgcc's own constructor
   return __builtin_cpu_supports("avx2") != 0;
@@ -93,13 +138,32 @@ void KeyedPermutation::Block(uint64_t first, uint64_t m, uint32_t* out) const {
   uint64_t done = 0;
 #if defined(__x86_64__)
   if (kHaveAvx2) {
-    done = m / 8 * 8;
-    for (uint64_t i = 0; i < done; ++i) out[i] = static_cast<uint32_t>(first + i);
-    Round4Avx2(out, done, wb_, ma_, mb_, k_);
-    for (uint64_t i = 0; i < done; ++i) {  // cycle walking: the lanes still outside [0, n)
-      uint32_t x = out[i];
-      while (x >= n_) x = Round4(x);
-      out[i] = x;
+    // Vector rounds in chunks; the lanes that land outside [0, n) (cycle walking: fewer than
+    // 1 in 2, ~7 % for a corpus's n) are gathered and walked 8 at a time too. Walking them
+    // one by one cost more than the vector rounds themselves: a dependent chain of 4 scalar
+    // rounds and a mispredicted branch each.
+    constexpr uint64_t kChunk = 256;
+    uint32_t pos[kChunk + 8], val[kChunk + 8];
+    for (uint64_t c0 = 0; c0 + 8 <= m; c0 += kChunk) {
+      const uint64_t cm = std::min(kChunk, m - c0) / 8 * 8;
+      uint32_t* o = out + c0;
+      for (uint64_t i = 0; i < cm; ++i) o[i] = static_cast<uint32_t>(first + c0 + i);
+      Round4Avx2(o, cm, wb_, ma_, mb_, k_);
+      uint64_t c = CollectOutside(o, cm, static_cast<uint32_t>(n_), pos, val);
+      while (c > 0) {
+        for (uint64_t i = c; i < (c + 7) / 8 * 8; ++i) val[i] = 0;
+        Round4Avx2(val, (c + 7) / 8 * 8, wb_, ma_, mb_, k_);
+        uint64_t left = 0;
+        for (uint64_t i = 0; i < c; ++i) {  // write back; keep the ones still outside
+          const uint32_t x = val[i];
+          o[pos[i]] = x;
+          pos[left] = pos[i];
+          val[left] = x;
+          left += x >= n_;
+        }
+        c = left;
+      }
+      done = c0 + cm;
     }
   }
 #endif
@@ -184,6 +248,32 @@ void* AllocHuge(size_t bytes) {
   return p;
 }
 
+// out[i] = min(in[i], 65535) for i < n (the length table's 16 bits), 16 at a time with
+// AVX2 where the CPU has it (the baseline x86-64 build has no unsigned 32-bit min).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void NarrowAvx2(const uint32_t* in, uint64_t n, uint16_t* out) {
+  const __m256i cap = _mm256_set1_epi32(0xffff);
+  uint64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a =
+        _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)), cap);
+    const __m256i b =
+        _mm256_min_epu32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)), cap);
+    // packus works within 128-bit lanes: a0 b0 a1 b1 -> a0 a1 b0 b1
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
+  }
+  for (; i < n; ++i) out[i] = static_cast<uint16_t>(std::min<uint32_t>(in[i], 0xffff));
+}
+#endif
+void Narrow(const uint32_t* in, uint64_t n, uint16_t* out) {
+#if defined(__x86_64__)
+  if (kHaveAvx2) return NarrowAvx2(in, n, out);
+#endif
+  for (uint64_t i = 0; i < n; ++i)
+    out[i] = static_cast<uint16_t>(std::min<uint32_t>(in[i], 0xffff));
+}
+
 class LengthTable {
  public:
   Status Fill(const TokenStore& store, const CorpusDocs& cd) {
@@ -204,10 +294,12 @@ class LengthTable {
         for (uint64_t i = 0; i < m; ++i)
           tmp[i] = static_cast<uint32_t>(store.DocumentLength((*cd.ids)[b0 + i]));
       }
-      for (uint64_t i = 0; i < m; ++i) v_[b0 + i] = static_cast<uint16_t>(std::min<uint32_t>(tmp[i], kLong));
+      Narrow(tmp, m, v_.get() + b0);
     }
     return Status::OK();
   }
+  // The table (for prefetches: entry i is document i's length, saturated at kLong).
+  const uint16_t* data() const { return v_.get(); }
   // Lengths of documents idx[0..m) into out: the 16-bit table, then the exact length of the
   // (rare) documents of kLong tokens or more.
   void Gather(const uint32_t* idx, uint64_t m, uint32_t* out) const {
@@ -299,46 +391,242 @@ struct IndexHeader {
 };
 static_assert(sizeof(IndexHeader) == 64);
 
+IndexHeader MakeHeader(PackMode mode, int64_t seq_len, uint64_t num_docs, uint64_t num_samples,
+                       uint64_t num_segs, uint64_t tokens, uint64_t pad_tokens) {
+  IndexHeader h{};
+  std::memcpy(h.magic, kIndexMagic, 8);
+  h.version = kIndexVersion;
+  h.mode = static_cast<uint32_t>(mode);
+  h.seq_len = seq_len;
+  h.num_docs = num_docs;
+  h.num_samples = num_samples;
+  h.num_segs = num_segs;
+  h.tokens = tokens;
+  h.pad_tokens = pad_tokens;
+  return h;
+}
+
 }  // namespace
 
 namespace {
 
-// Concatenation: sample k (1 <= k <= n) starts at token k*S of the epoch's stream of
-// documents in shuffled order, at (position, offset) of the document that holds that token
-// (a start exactly at a document's end is the next document's offset 0); starts at or past
-// the stream's end (the padded last sample) are (D, 0). out[0] = (0, 0).
+// Concatenation: sample k starts at token k*S of the epoch's stream of documents in
+// shuffled order, at (position, offset) of the document that holds that token (a start
+// exactly at a document's end is the next document's offset 0); entries past the stream's
+// end (the padded last sample) are (D, 0). Entries 0..n are produced, in order, into a
+// window of `cap` entries whose finished ones `put(window, count)` takes away whenever it
+// fills (the cache file's writer), or that holds them all (cap > n + 2 * kBuildBlock + 3).
 //
-// One streaming pass over the positions in blocks of 256: the block's documents (the
-// Feistel rounds vectorized), their lengths (256 independent random reads of the length
-// table, issued together so that their cache misses overlap), then the running token
-// count emits a start at every multiple of S.
-template <typename Start>
-void BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
-                       uint64_t S, uint64_t n, Start* out) {
-  out[0] = {0, 0};
-  uint64_t k = 1, next = S, base = 0;  // next = k*S; base = tokens before position p
-  constexpr uint64_t kBlock = 256;
-  uint32_t idx[kBlock], j[kBlock];
-  for (uint64_t b0 = 0; b0 < D && k <= n; b0 += kBlock) {
-    const uint64_t m = std::min(kBlock, D - b0);
-    perm.Block(b0, m, idx);
-    len.Gather(idx, m, j);
-    for (uint64_t i = 0; i < m && k <= n; ++i) {
-      const uint64_t end = base + j[i];
-      // Most documents are shorter than S and hold at most one start: that one is written
-      // without a branch (out[k] is scratch until k moves on; k <= n + 1).
-      out[k] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
-      const uint64_t hit = static_cast<uint64_t>(next < end) & static_cast<uint64_t>(k <= n);
-      k += hit;
-      next += hit * S;
-      while (next < end && k <= n) {
-        out[k++] = {static_cast<uint32_t>(b0 + i), static_cast<uint32_t>(next - base)};
-        next += S;
-      }
-      base = end;
+// One streaming pass over the positions in blocks of kBuildBlock: the block's documents
+// (the Feistel rounds vectorized), their lengths (independent random reads of the length
+// table, issued together so that their cache misses overlap), then the starts. With cum_i
+// the tokens before position i, document i holds starts [ceil(cum_i / S), ceil(cum_{i+1} /
+// S)): each is a function of the running sum alone, so nothing else is carried from one
+// document to the next (the division is a shift, or a multiply by a fixed-point
+// reciprocal). Every
+// document writes its first two possible starts without a branch — an entry that is not
+// its own is scratch, overwritten by the document that holds it (which comes later) — and
+// loops only when it holds three or more (~2 % of documents at S = 2048).
+constexpr uint64_t kBuildBlock = 256;
+
+// ceil(x / S), three ways: a shift when S is a power of two; else x * M >> 64 with
+// M = floor(2^64 / S) + 1, exact while x * S < 2^64 (the error term x * (M S - 2^64) / 2^64
+// stays below 1 / S); else (a corpus of more than 2^64 / S tokens) a division.
+enum class DivKind { kShift, kReciprocal, kDivide };
+class CeilDiv {
+ public:
+  CeilDiv(uint64_t s, uint64_t max_x)
+      : s_(s),
+        m_(s > 1 ? ~uint64_t{0} / s + 1 : 0),
+        shift_(static_cast<uint32_t>(__builtin_ctzll(s))) {
+    if ((s & (s - 1)) == 0) {
+      kind_ = DivKind::kShift;
+    } else if (max_x < ~uint64_t{0} / s) {
+      kind_ = DivKind::kReciprocal;
+    } else {
+      kind_ = DivKind::kDivide;
     }
   }
-  for (; k <= n; ++k) out[k] = {static_cast<uint32_t>(D), 0};  // past the end (padding)
+  DivKind kind() const { return kind_; }
+  template <DivKind kKind>
+  uint64_t Ceil(uint64_t x) const {
+    if constexpr (kKind == DivKind::kShift) return (x + s_ - 1) >> shift_;
+    if constexpr (kKind == DivKind::kReciprocal)
+      return static_cast<uint64_t>((static_cast<unsigned __int128>(x + s_ - 1) * m_) >> 64);
+    return x / s_ + (x % s_ != 0);
+  }
+
+ private:
+  uint64_t s_, m_;
+  uint32_t shift_;
+  DivKind kind_ = DivKind::kDivide;
+};
+
+template <typename Start>
+Start StartEntry(uint64_t pos, uint64_t off) {
+  Start e;
+  e.pos = static_cast<uint32_t>(pos);
+  e.off = static_cast<uint32_t>(off);
+  return e;
+}
+// The same entry as one 64-bit word (pos in the low half, little-endian).
+inline uint64_t PackedEntry(uint64_t pos, uint64_t off) {
+  return static_cast<uint32_t>(pos) | (off << 32);
+}
+
+// The starts of documents pos0 + [i, m) of lengths j[i..m) into out (entry k at out[k - w0]),
+// from cum (tokens before document pos0 + i) and b = ceil(cum / S); stops early before a
+// document that holds three or more starts (the caller writes those, watching the window).
+// Returns where it stopped. Each document also prefetches one length-table entry of the
+// next block (table[ahead[i]]): spread over the loop, those cache misses overlap its
+// arithmetic (a burst of 256 prefetches would fill the load queue and stall it). Kept out
+// of line so that its loop keeps everything in registers.
+template <DivKind kKind, typename Start>
+__attribute__((noinline)) uint64_t EmitRun(const uint32_t* j, uint64_t i, uint64_t m,
+                                           uint64_t pos0, uint64_t S, CeilDiv div,
+                                           uint64_t* cum_io, uint64_t* b_io, Start* out,
+                                           uint64_t w0, const uint16_t* table,
+                                           const uint32_t* ahead) {
+  static_assert(sizeof(Start) == 8 && offsetof(Start, pos) == 0 && offsetof(Start, off) == 4);
+  static_assert(std::endian::native == std::endian::little);  // PackedEntry
+  uint64_t cum = *cum_io, b = *b_io;
+  const uint64_t next = S << 32;
+  for (; i < m; ++i) {
+    __builtin_prefetch(table + ahead[i]);
+    const uint64_t cum1 = cum + j[i];
+    const uint64_t b1 = div.Ceil<kKind>(cum1);
+    if (__builtin_expect(b1 > b + 2, 0)) break;
+    const uint64_t e0 = PackedEntry(pos0 + i, b * S - cum);  // start b in this document
+    const uint64_t e1 = e0 + next;                           // start b + 1
+    std::memcpy(out + (b - w0), &e0, 8);
+    std::memcpy(out + (b - w0) + 1, &e1, 8);
+    cum = cum1;
+    b = b1;
+  }
+  *cum_io = cum;
+  *b_io = b;
+  return i;
+}
+
+template <DivKind kKind, typename Start, typename Put>
+bool EmitConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
+                      uint64_t S, uint64_t n, const CeilDiv& div, Start* buf, uint64_t cap,
+                      Put&& put) {
+  // The window: buf[i] is entry w0 + i. Entries below the current document's first start
+  // are final; put() takes them when the next ones would pass `full`.
+  const uint64_t full = cap - 2 * kBuildBlock - 3;
+  uint64_t w0 = 0;
+  auto room_for = [&](uint64_t k) {  // entry k may be written (after moving the window)
+    if (k - w0 <= full) return true;
+    if (!put(buf, k - w0)) return false;
+    w0 = k;
+    return true;
+  };
+  uint64_t cum = 0, b = 0;  // tokens before the current position; ceil(cum / S)
+  // Software pipelined: the next block's documents are computed before this block's starts
+  // are written, which prefetch their table entries (EmitRun), so the cache misses of one
+  // block overlap the arithmetic of the one before.
+  uint32_t idx[kBuildBlock] = {}, j[kBuildBlock];
+  perm.Block(0, std::min(kBuildBlock, D), idx);
+  for (uint64_t b0 = 0; b0 < D; b0 += kBuildBlock) {
+    const uint64_t m = std::min(kBuildBlock, D - b0);
+    len.Gather(idx, m, j);
+    if (b0 + kBuildBlock < D)  // past the next block's end, idx keeps valid earlier entries
+      perm.Block(b0 + kBuildBlock, std::min(kBuildBlock, D - b0 - kBuildBlock), idx);
+    if (!room_for(b)) return false;  // then two entries a document fit in this block
+    for (uint64_t i = 0;
+         (i = EmitRun<kKind>(j, i, m, b0, S, div, &cum, &b, buf, w0, len.data(), idx)) < m;
+         ++i) {
+      // Document b0 + i holds starts b .. b1 - 1 (three or more).
+      const uint64_t cum1 = cum + j[i];
+      const uint64_t b1 = div.Ceil<kKind>(cum1);
+      for (uint64_t k = b; k < b1; ++k) {
+        if (!room_for(k)) return false;
+        buf[k - w0] = StartEntry<Start>(b0 + i, k * S - cum);
+      }
+      cum = cum1;
+      b = b1;
+    }
+  }
+  // Entries b.. n are past the stream's end (padding; none in drop-last mode).
+  for (uint64_t k = b; k <= n; ++k) {
+    if (!room_for(k)) return false;
+    buf[k - w0] = StartEntry<Start>(D, 0);
+  }
+  return put(buf, n + 1 - w0);
+}
+
+template <typename Start, typename Put>
+bool BuildConcatStarts(const KeyedPermutation& perm, const LengthTable& len, uint64_t D,
+                       uint64_t S, uint64_t T, uint64_t n, Start* buf, uint64_t cap, Put&& put) {
+  const CeilDiv div(S, T + S);
+  switch (div.kind()) {
+    case DivKind::kShift:
+      return EmitConcatStarts<DivKind::kShift>(perm, len, D, S, n, div, buf, cap, put);
+    case DivKind::kReciprocal:
+      return EmitConcatStarts<DivKind::kReciprocal>(perm, len, D, S, n, div, buf, cap, put);
+    case DivKind::kDivide:
+      break;
+  }
+  return EmitConcatStarts<DivKind::kDivide>(perm, len, D, S, n, div, buf, cap, put);
+}
+
+// The concatenation index written into `path` as it is built, and mapped: under a temporary
+// name of this process and thread, mapped (populated), then renamed into place. A failed
+// or interrupted build leaves no file under the final name; builds of the same index that
+// run at once (ranks sharing a cache folder) each map the file they wrote.
+template <typename Start>
+Result<std::unique_ptr<MappedFile>> WriteConcatIndex(Env* env, const std::string& path,
+                                                     const IndexHeader& h,
+                                                     const KeyedPermutation& perm,
+                                                     const LengthTable& len, uint64_t D,
+                                                     uint64_t S, uint64_t T, uint64_t n) {
+  const std::string dir = DirName(path);
+  if (!dir.empty()) STOKER_RETURN_IF_ERROR(env->CreateDirs(dir));
+  // 160 Ki entries (1.25 MiB) a write: at least the writer's 1 MiB, so each goes straight
+  // to the file without another copy.
+  constexpr uint64_t kWindow = 160 << 10;
+  const uint64_t cap = kWindow + 2 * kBuildBlock + 4;
+  std::unique_ptr<Start[], FreeDeleter> buf(static_cast<Start*>(AllocHuge(8 * cap)));
+  if (!buf) return Internal("cannot allocate {} bytes to write {}", 8 * cap, path);
+  const std::string tmp =
+      fmt::format("{}.tmp.{}.{:x}", path, ::getpid(),
+                  std::hash<std::thread::id>{}(std::this_thread::get_id()) & 0xffffff);
+  STOKER_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
+  Status st = f->Append(&h, sizeof(h));
+  if (st.ok()) {
+    BuildConcatStarts(perm, len, D, S, T, n, buf.get(), cap, [&](const Start* p, uint64_t c) {
+      st = f->Append(p, 8 * c);
+      return st.ok();
+    });
+  }
+  buf.reset();  // before the mapping is populated: not both in the peak RSS
+  Status closed = f->Close();
+  if (st.ok()) st = closed;
+  std::unique_ptr<MappedFile> m;
+  if (st.ok()) {
+    auto mapped = MappedFile::Open(env, tmp, /*populate=*/true);
+    if (!mapped.ok()) {
+      st = mapped.status();
+    } else if ((*mapped)->size() != sizeof(h) + 8 * (n + 1)) {
+      st = IOError("{}: {} bytes written, {} expected", tmp, (*mapped)->size(),
+                   sizeof(h) + 8 * (n + 1));
+    } else {
+      m = std::move(mapped).value();
+      st = env->RenameFile(tmp, path);
+    }
+  }
+  if (!st.ok()) {
+    (void)env->RemoveFile(tmp);
+    return st;
+  }
+  return m;
+}
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 }  // namespace
@@ -352,7 +640,8 @@ void EpochIndex::SetPermutations(const TokenIndexOptions& o, uint64_t epoch, uin
 
 Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, const TokenStore& store,
                                                       const TokenIndexOptions& o, uint64_t epoch,
-                                                      uint64_t salt) {
+                                                      uint64_t salt, Env* env,
+                                                      const std::string& path) {
   auto ix = std::shared_ptr<EpochIndex>(new EpochIndex());
   ix->mode_ = o.mode;
   ix->seq_len_ = o.seq_len;
@@ -375,13 +664,33 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
                              store.files()[0], T, S);
     if (n >= std::numeric_limits<uint32_t>::max())
       return InvalidArgument("{} samples in one epoch; the index holds at most 2^32 - 1", n);
-    ix->own_samples_.reset(static_cast<SampleStart*>(AllocHuge(8 * (n + 2))));  // +1 scratch
-    if (!ix->own_samples_)
-      return Internal("cannot allocate {} bytes for the sample index of {}", 8 * (n + 1),
-                      store.files()[0]);  // every entry is written below
-    ix->own_samples_n_ = n + 1;
-    BuildConcatStarts(perm, len, D, S, n, ix->own_samples_.get());
     ix->num_samples_ = n;
+    if (!path.empty()) {
+      // Straight into the cache file, through a window of ~1 MiB that is written out as it
+      // fills: the 8 bytes a sample are written once, from memory in cache, instead of
+      // being built in a fresh array (its pages zeroed by the kernel at first touch) and
+      // then copied into the file. The index is then the file's mapping, populated, as
+      // when it comes from the cache. If the file cannot be written, the build is redone
+      // in memory below (caching is best effort).
+      const IndexHeader h = MakeHeader(o.mode, o.seq_len, D, n, 0, T, 0);
+      auto m = WriteConcatIndex<SampleStart>(env, path, h, perm, len, D, S, T, n);
+      if (m.ok()) {
+        ix->mapped_ = std::move(m).value();
+        ix->sample_index_ = reinterpret_cast<const SampleStart*>(ix->mapped_->data() + sizeof(h));
+        ix->info_.cache_path = path;
+      }
+    }
+    if (!ix->mapped_) {
+      const uint64_t cap = n + 2 * kBuildBlock + 4;  // + scratch: no window moves
+      ix->own_samples_.reset(static_cast<SampleStart*>(AllocHuge(8 * cap)));
+      if (!ix->own_samples_)
+        return Internal("cannot allocate {} bytes for the sample index of {}", 8 * cap,
+                        store.files()[0]);  // every entry is written below
+      ix->own_samples_n_ = n + 1;
+      BuildConcatStarts(perm, len, D, S, T, n, ix->own_samples_.get(), cap,
+                        [](const SampleStart*, uint64_t) { return true; });
+      ix->sample_index_ = ix->own_samples_.get();
+    }
   } else {
     std::vector<Seg> segs;
     segs.reserve(D + T / S + 1);
@@ -422,25 +731,17 @@ Result<std::shared_ptr<EpochIndex>> EpochIndex::Build(const CorpusDocs& cd, cons
     ix->pad_tokens_ = nbins * S - T;
   }
   ix->SetPermutations(o, epoch, salt);
-  ix->sample_index_ = ix->own_samples_.get();
   ix->bin_start_ = ix->own_bins_.empty() ? nullptr : ix->own_bins_.data();
   ix->segs_ = ix->own_segs_.empty() ? nullptr : ix->own_segs_.data();
   ix->num_segs_ = ix->own_segs_.size();
-  ix->info_.bytes = 8 * ix->own_samples_n_ + 4 * ix->own_bins_.size() + 12 * ix->num_segs_;
+  ix->info_.bytes = (o.mode == PackMode::kConcat ? 8 * (ix->num_samples_ + 1) : 0) +
+                    4 * ix->own_bins_.size() + 12 * ix->num_segs_;
   return ix;
 }
 
 Status EpochIndex::Save(Env* env, const std::string& path) const {
-  IndexHeader h{};
-  std::memcpy(h.magic, kIndexMagic, 8);
-  h.version = kIndexVersion;
-  h.mode = static_cast<uint32_t>(mode_);
-  h.seq_len = seq_len_;
-  h.num_docs = num_docs_;
-  h.num_samples = num_samples_;
-  h.num_segs = num_segs_;
-  h.tokens = tokens_;
-  h.pad_tokens = pad_tokens_;
+  const IndexHeader h =
+      MakeHeader(mode_, seq_len_, num_docs_, num_samples_, num_segs_, tokens_, pad_tokens_);
   // The permutations are not stored (a pure function of seed, epoch, corpus); only the
   // sample index is.
   std::string dir = DirName(path);
@@ -554,13 +855,16 @@ Result<std::shared_ptr<const EpochIndex>> EpochIndex::Get(const TokenStore& stor
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  STOKER_ASSIGN_OR_RETURN(auto ix, Build(docs, store, o, epoch, salt));
-  if (!path.empty()) {
+  const double c0 = ProcessCpuSeconds();
+  // Concatenation writes the cache file as it builds (Build); packing saves it after.
+  STOKER_ASSIGN_OR_RETURN(auto ix, Build(docs, store, o, epoch, salt, env, path));
+  if (!path.empty() && o.mode != PackMode::kConcat) {
     // Caching is best effort: a read-only data folder still trains (in memory).
     if (ix->Save(env, path).ok()) ix->info_.cache_path = path;
   }
   // The build time includes writing the cache file (as Megatron's does its .npy files).
   ix->info_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ix->info_.cpu_seconds = ProcessCpuSeconds() - c0;
   return std::shared_ptr<const EpochIndex>(std::move(ix));
 }
 

@@ -126,6 +126,7 @@ Result<CorpusDocs> SelectDocuments(const TokenStore& store, const TokenIndexOpti
 
 struct IndexBuildInfo {
   double seconds = 0;        // 0 when loaded from the cache
+  double cpu_seconds = 0;    // CPU time of the process meanwhile (all threads)
   bool from_cache = false;
   std::string cache_path;    // empty when not cached
   uint64_t bytes = 0;        // size of the index arrays
@@ -172,10 +173,14 @@ class EpochIndex {
   struct Seg {
     uint32_t pos, off, len;
   };
+  // Concatenation with a non-empty `path`: the sample index is written into the cache file
+  // as it is built and then mapped from it (in memory when the file cannot be written).
+  // Packing: built in memory (Get saves it).
   static Result<std::shared_ptr<EpochIndex>> Build(const CorpusDocs& docs,
                                                    const TokenStore& store,
                                                    const TokenIndexOptions& o, uint64_t epoch,
-                                                   uint64_t salt);
+                                                   uint64_t salt, Env* env,
+                                                   const std::string& path);
   Status Save(Env* env, const std::string& path) const;
   static Result<std::shared_ptr<EpochIndex>> Load(Env* env, const std::string& path,
                                                   const TokenStore& store,

@@ -391,6 +391,7 @@ Result<std::shared_ptr<const EpochIndex>> TokenPipeline::Index(size_t d, uint64_
   {
     std::lock_guard<std::mutex> l(stats_mu_);
     stats_.index_build_s += ix->info().seconds;
+    stats_.index_build_cpu_s += ix->info().cpu_seconds;
     stats_.index_bytes = std::max<uint64_t>(stats_.index_bytes, ix->info().bytes);
     ++(ix->info().from_cache ? stats_.indices_cached : stats_.indices_built);
   }

@@ -120,6 +120,7 @@ struct TokenPipelineStats {
   double wait_s = 0;         // consumer time in Next() until its batch was there (with
                              // assemble_when_waiting: including batches it assembled)
   double index_build_s = 0;  // index build time (0 when every epoch came from the cache)
+  double index_build_cpu_s = 0;  // CPU time of the process during those builds
   uint64_t index_bytes = 0;
   uint64_t indices_built = 0, indices_cached = 0;
   uint64_t skipped_empty = 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -788,7 +789,10 @@ TEST(TokenIndex, ConcatIndexMatchesASweepOfTheStreamOnManyDocuments) {
 // looked up exactly.
 TEST(TokenIndex, DocumentsOf65535TokensOrMoreAreCountedExactly) {
   std::string dir = testing::FreshDir("ti-long");
-  const std::vector<uint64_t> lens = {70000, 3, 65535, 65534, 100000, 5, 65536, 1, 2, 131071};
+  // 40 documents, so that the table's vector fill (16 at a time) meets long ones too.
+  std::vector<uint64_t> lens = {70000, 3, 65535, 65534, 100000, 5, 65536, 1, 2, 131071};
+  for (uint64_t d = 10; d < 40; ++d)
+    lens.push_back(d % 7 == 0 ? 65535 + d : d % 5 == 0 ? 65535 : d);
   auto w = OpenTokenWriter("megatron:" + dir + "/c");
   ASSERT_TRUE(w.ok());
   for (uint64_t d = 0; d < lens.size(); ++d) {
@@ -824,10 +828,193 @@ TEST(TokenIndex, DocumentsOf65535TokensOrMoreAreCountedExactly) {
     if (mode == PackMode::kConcat) {
       EXPECT_EQ((*ix)->num_samples(), (T - 1) / 4096);
       EXPECT_EQ(total, (*ix)->num_samples() * 4097);
+      // Every sample starts at token k * 4096 of the stream (a sweep with the exact lengths).
+      std::vector<std::pair<uint64_t, uint64_t>> want;
+      uint64_t base = 0;
+      for (uint64_t pos = 0; pos < docs->size(); ++pos) {
+        const uint64_t d = (*ix)->DocAt(pos);
+        for (uint64_t k = (base + 4095) / 4096; k * 4096 < base + lens[d]; ++k)
+          want.push_back({d, k * 4096 - base});
+        base += lens[d];
+      }
+      for (uint64_t p = 0; p < (*ix)->num_samples(); ++p) {
+        const uint64_t k = (*ix)->Sample(p, &pcs);
+        ASSERT_EQ(std::make_pair(pcs[0].doc, pcs[0].offset), want[k]) << "sample " << k;
+      }
     } else {
       for (uint64_t d = 0; d < lens.size(); ++d) EXPECT_EQ(seen[d], lens[d]) << "document " << d;
     }
   }
+}
+
+// The samples of a given seed do not depend on how the index is built: fingerprints of the
+// document order, of every sample's pieces and of the sample order, recorded with the build
+// of 2026-12-06 (one fused pass into memory, then the cache file written) and checked for
+// the in-memory build, the build streamed into the cache file, and the reloaded file.
+uint64_t Fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  return h;
+}
+
+// The document order, then every sample's (unshuffled index, pieces) in shuffled order.
+uint64_t Fingerprint(const EpochIndex& ix, const CorpusDocs& docs) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t pos = 0; pos < docs.size(); ++pos) h = Fnv(h, ix.DocAt(pos));
+  std::vector<Piece> pcs;
+  for (uint64_t p = 0; p < ix.num_samples(); ++p) {
+    h = Fnv(h, ix.Sample(p, &pcs));
+    for (const Piece& pc : pcs) h = Fnv(Fnv(Fnv(h, pc.doc), pc.offset), pc.len);
+  }
+  return h;
+}
+
+constexpr uint64_t kPinnedS64 = 16124420960222462178ull;  // the corpus below, S = 64, drop
+
+std::string PinnedCorpus(const std::string& dir) {
+  // 40,000 documents of 1..600 tokens: many build blocks, cycle walking, documents holding
+  // several sample starts (S = 64) and none (S = 1000); at S = 64 the index (1.5 MB) is
+  // more than one window of the streamed cache write.
+  return MakeCorpus(dir, "c", 40000, 600, 77);
+}
+
+TokenIndexOptions PinnedOptions(int64_t S, bool drop, const std::string& cache) {
+  TokenIndexOptions o;
+  o.seq_len = S;
+  o.seed = 1234;
+  o.drop_last_partial = drop;
+  o.cache_dir = cache;
+  return o;
+}
+
+TEST(TokenIndex, SamplesOfAGivenSeedArePinned) {
+  std::string dir = testing::FreshDir("ti-pinned");
+  auto store = OpenTokenStore(PinnedCorpus(dir));
+  ASSERT_TRUE(store.ok());
+  struct Want {
+    int64_t S;
+    bool drop;
+    uint64_t fp;
+  };
+  const Want wants[] = {{64, true, kPinnedS64},
+                        {1000, true, 13770946124417946802ull},
+                        {1000, false, 17314535403302121230ull}};
+  for (const Want& w : wants) {
+    for (const std::string& cache : {std::string("none"), dir + "/cache"}) {
+      for (int again = 0; again < (cache == "none" ? 1 : 2); ++again) {
+        const TokenIndexOptions o = PinnedOptions(w.S, w.drop, cache);
+        auto docs = SelectDocuments(**store, o);
+        ASSERT_TRUE(docs.ok());
+        auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
+        ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+        EXPECT_EQ((*ix)->info().from_cache, again == 1);
+        EXPECT_EQ((*ix)->info().cache_path.empty(), cache == "none");
+        EXPECT_EQ(Fingerprint(**ix, *docs), w.fp)
+            << "S " << w.S << " drop " << w.drop << " cache " << cache
+            << (again ? " (reloaded)" : "");
+      }
+    }
+  }
+  // The permutation itself, on a corpus-sized n (not a power of two) and a small one.
+  for (uint64_t n : {uint64_t{1948596}, uint64_t{1000}}) {
+    KeyedPermutation p(n, 0x5eed + n);
+    std::vector<uint32_t> all(n);
+    p.Block(0, n, all.data());
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t v : all) h = Fnv(h, v);
+    EXPECT_EQ(h, n == 1000 ? 13554110502833960537ull : 672867380825760229ull) << "n " << n;
+  }
+}
+
+// A file writer that fails once `ok_bytes` have been appended (a disk that fills up).
+class FailingWriteEnv : public EnvWrapper {
+ public:
+  explicit FailingWriteEnv(uint64_t ok_bytes) : EnvWrapper(Env::Default()), ok_(ok_bytes) {}
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    auto f = EnvWrapper::NewWritableFile(path);
+    if (!f.ok()) return f.status();
+    return std::unique_ptr<WritableFile>(new Writer(std::move(f).value(), ok_));
+  }
+
+ private:
+  class Writer final : public WritableFile {
+   public:
+    Writer(std::unique_ptr<WritableFile> f, uint64_t ok) : f_(std::move(f)), left_(ok) {}
+    Status Append(const void* data, size_t n) override {
+      if (n > left_) return IOError("{}: no space left on device", f_->path());
+      left_ -= n;
+      return f_->Append(data, n);
+    }
+    Status Flush() override { return f_->Flush(); }
+    Status Sync() override { return f_->Sync(); }
+    Status Close() override { return f_->Close(); }
+    uint64_t bytes_written() const override { return f_->bytes_written(); }
+    const std::string& path() const override { return f_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> f_;
+    uint64_t left_;
+  };
+  uint64_t ok_;
+};
+
+// The concat index is written into the cache file as it is built; when that fails (a full
+// disk in the middle, or a cache folder that cannot be made) the build still succeeds, in
+// memory, with the same samples, and leaves no file behind.
+TEST(TokenIndex, AFailedCacheWriteFallsBackToMemory) {
+  std::string dir = testing::FreshDir("ti-cachefail");
+  auto store = OpenTokenStore(PinnedCorpus(dir));
+  ASSERT_TRUE(store.ok());
+  // Failing at the header, at the first window (1.25 MiB) and at the last.
+  for (uint64_t ok_bytes : {uint64_t{0}, uint64_t{64}, uint64_t{1400} << 10}) {
+    FailingWriteEnv env(ok_bytes);
+    const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache");
+    auto docs = SelectDocuments(**store, o);
+    ASSERT_TRUE(docs.ok());
+    auto ix = EpochIndex::Get(**store, *docs, o, 2, 1, &env);
+    ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+    EXPECT_TRUE((*ix)->info().cache_path.empty()) << ok_bytes;
+    EXPECT_EQ(Fingerprint(**ix, *docs), kPinnedS64) << ok_bytes;
+    auto left = Env::Default()->ListDir(dir + "/cache");
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE(left->empty()) << ok_bytes << ": " << (left->empty() ? "" : (*left)[0].name);
+  }
+  // A cache folder that cannot be created (a file is in the way).
+  std::ofstream(dir + "/blocker") << "x";
+  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/blocker/cache");
+  auto docs = SelectDocuments(**store, o);
+  ASSERT_TRUE(docs.ok());
+  auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
+  ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+  EXPECT_TRUE((*ix)->info().cache_path.empty());
+  EXPECT_EQ(Fingerprint(**ix, *docs), kPinnedS64);
+}
+
+// Ranks (here threads) that build the same index at once into one cache folder each write
+// their own temporary file and map it: every one gets the right samples, and the file left
+// behind serves them too.
+TEST(TokenIndex, ConcurrentBuildsOfOneIndexEachGetTheRightSamples) {
+  std::string dir = testing::FreshDir("ti-concurrent");
+  auto store = OpenTokenStore(PinnedCorpus(dir));
+  ASSERT_TRUE(store.ok());
+  const TokenIndexOptions o = PinnedOptions(64, true, dir + "/cache");
+  auto docs = SelectDocuments(**store, o);
+  ASSERT_TRUE(docs.ok());
+  std::vector<uint64_t> fps(4, 0);
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < fps.size(); ++t)
+    ts.emplace_back([&, t] {
+      auto ix = EpochIndex::Get(**store, *docs, o, 2, 1);
+      if (ix.ok()) fps[t] = Fingerprint(**ix, *docs);
+    });
+  for (auto& t : ts) t.join();
+  for (uint64_t fp : fps) EXPECT_EQ(fp, kPinnedS64);
+  auto again = EpochIndex::Get(**store, *docs, o, 2, 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->info().from_cache);
+  EXPECT_EQ(Fingerprint(**again, *docs), kPinnedS64);
+  auto left = Env::Default()->ListDir(dir + "/cache");
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->size(), 1u);  // no temporary file left
 }
 
 TEST(TokenIndex, EpochsAndSeedsShuffleDifferentlyAndTheCacheServesTheSameIndex) {

@@ -15,7 +15,8 @@ MappedFile::~MappedFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
 }
 
-Result<std::unique_ptr<MappedFile>> MappedFile::Open(Env* env, const std::string& path) {
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(Env* env, const std::string& path,
+                                                     bool populate) {
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   if (env != nullptr && env != Env::Default()) {
@@ -41,7 +42,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(Env* env, const std::string
   }
   f->size_ = static_cast<uint64_t>(st.st_size);
   if (f->size_ > 0) {
-    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, fd, 0);
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0),
+                     fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
       ::close(fd);

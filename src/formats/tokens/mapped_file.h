@@ -19,8 +19,10 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   // env == nullptr or Env::Default(): read-only shared mapping (MAP_SHARED, so pages come
-  // from the page cache and are shared by every process reading the corpus).
-  static Result<std::unique_ptr<MappedFile>> Open(Env* env, const std::string& path);
+  // from the page cache and are shared by every process reading the corpus). `populate`:
+  // map every page now (MAP_POPULATE) instead of at first touch.
+  static Result<std::unique_ptr<MappedFile>> Open(Env* env, const std::string& path,
+                                                  bool populate = false);
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
