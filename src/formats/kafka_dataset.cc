@@ -692,6 +692,7 @@ class KafkaDataset final : public Dataset {
       shards_.push_back(s);
       cursors_.push_back(std::make_unique<Cursor>());
       cursors_.back()->win = win;
+      cursors_.back()->shard = cursors_.size() - 1;
       cursors_.back()->key_prefix = fmt::format("{}/{}/", client_->spec().topic, win.partition);
       cursors_.back()->location_prefix =
           fmt::format("kafka {} partition {} offset ", client_->Where(), win.partition);
@@ -784,6 +785,104 @@ class KafkaDataset final : public Dataset {
     return out;
   }
 
+  // value=raw without meta fields: a sample is the message's value and nothing else.
+  bool CanReadRawRun(const std::string& field) const override {
+    const KafkaSpec& s = client_->spec();
+    return s.value == KafkaSpec::kRaw && s.meta.empty() && (field.empty() || field == s.field);
+  }
+
+  // Chunks of up to kRunChunk samples: each partition the chunk touches is locked once and
+  // its messages taken (librdkafka's, no copy, unless held copied for a shuffle buffer), then
+  // the chunk is handed to the sink in order without a lock, each value copied once, by the
+  // sink, from librdkafka's buffer to wherever it goes (the pipeline: the batch). The chunk
+  // bounds how many fetch responses a run pins.
+  void ReadRawRun(const uint64_t* indices, size_t n, RawRunSink* sink) const override {
+    constexpr size_t kRunChunk = 64;
+    std::array<Held, kRunChunk> held;
+    std::array<Status, kRunChunk> errs;
+    std::array<Cursor*, kRunChunk> cur;
+    std::array<int64_t, kRunChunk> offs;
+    std::array<bool, kRunChunk> taken;
+    std::string key;
+    for (size_t b = 0; b < n; b += kRunChunk) {
+      const size_t m = std::min(kRunChunk, n - b);
+      for (size_t j = 0; j < m; ++j) {
+        std::tie(cur[j], offs[j]) = Locate(indices[b + j]);
+        taken[j] = false;
+      }
+      for (size_t j = 0; j < m; ++j) {
+        if (taken[j]) continue;
+        Cursor* c = cur[j];
+        MutexLock l(&c->mu);
+        // In offset order: this partition's offsets in the chunk follow each other, or the
+        // first is near the last read (Read's test).
+        bool consecutive = true;
+        int64_t prev = -1, last = offs[j];
+        int count = 0;
+        for (size_t k = j; k < m; ++k) {
+          if (cur[k] != c) continue;
+          if (count++ > 0 && offs[k] != prev + 1) consecutive = false;
+          prev = last = offs[k];
+        }
+        c->reads_in_order = (count > 1 && consecutive) ||
+                            (c->last_read >= 0 && offs[j] >= c->last_read - 64 &&
+                             offs[j] <= c->last_read + 64);
+        c->reads_in_order_hint.store(c->reads_in_order, std::memory_order_relaxed);
+        c->last_read = last;
+        // After a read of this partition failed for want of the broker, its other samples of
+        // the chunk fail at once (a chunk of them must not wait timeout_ms, or 200 ms, each).
+        Status broken;
+        for (size_t k = j; k < m; ++k) {
+          if (cur[k] != c) continue;
+          taken[k] = true;
+          if (!broken.ok()) {
+            errs[k] = Status(broken.code(),
+                             fmt::format("kafka: {} partition {} offset {} not read: {}",
+                                         client_->Where(), c->win.partition, offs[k],
+                                         broken.message()));
+            continue;
+          }
+          Status st = FetchLocked(c, offs[k], &held[k]);
+          if (!st.ok()) {
+            errs[k] = st;
+            if (st.code() != StatusCode::kCorrupt) broken = st;  // not a missing offset
+            continue;
+          }
+          c->delivered_max = std::max(c->delivered_max, offs[k]);
+          if (offs[k] + 1 == c->win.end) {  // the window's last: free the prefetch
+            StopLocked(c);
+            c->prefetched.store(false, std::memory_order_relaxed);
+          }
+        }
+      }
+      // Reading a partition in offset order: start the next partitions' streams, so that
+      // librdkafka fetches them with this one (one fetch request carries every started
+      // partition, up to max.partition.fetch.bytes each).
+      if (cur[m - 1]->reads_in_order_hint.load(std::memory_order_relaxed))
+        PrefetchAfter(cur[m - 1]);
+      uint64_t delivered = 0, bytes = 0;
+      for (size_t j = 0; j < m; ++j) {
+        if (!errs[j].ok()) {
+          sink->Fail(b + j, errs[j]);
+          errs[j] = Status::OK();
+          continue;
+        }
+        Held& h = held[j];
+        char digits[24];
+        auto [end, ec] = std::to_chars(digits, digits + sizeof digits, offs[j]);
+        (void)ec;
+        key.assign(cur[j]->key_prefix).append(digits, end);
+        sink->Deliver(b + j, key, h.payload(), h.len());
+        delivered++;
+        bytes += h.len();
+        if (h.copied) GiveBuffer(std::move(h.value));
+        h = Held();  // releases librdkafka's message
+      }
+      messages_ += delivered;
+      bytes_ += bytes;
+    }
+  }
+
   Status Read(uint64_t index, Sample* out) const override {
     out->Clear();
     auto [c, off] = Locate(index);
@@ -795,7 +894,10 @@ class KafkaDataset final : public Dataset {
       c->last_read = off;
       STOKER_RETURN_IF_ERROR(FetchLocked(c, off, &h));
       c->delivered_max = std::max(c->delivered_max, off);
-      if (off + 1 == c->win.end) StopLocked(c);  // the window's last message: free the prefetch
+      if (off + 1 == c->win.end) {  // the window's last message: free the prefetch
+        StopLocked(c);
+        c->prefetched.store(false, std::memory_order_relaxed);
+      }
     }
     messages_++;
     bytes_ += h.len();
@@ -816,6 +918,10 @@ class KafkaDataset final : public Dataset {
     int64_t delivered_max GUARDED_BY(mu) = -1;
     int64_t last_read GUARDED_BY(mu) = -1;  // the offset the last Read asked for
     bool reads_in_order GUARDED_BY(mu) = false;
+    std::atomic<bool> reads_in_order_hint{false};  // reads_in_order, readable without mu
+    size_t shard = 0;                              // its place in cursors_
+    // PrefetchAfter started its stream for this pass (cleared when the pass reads its last)
+    std::atomic<bool> prefetched{false};
     // Offsets the stream delivered in this pass, as disjoint [begin, end) intervals (mostly
     // one: the stream reads forward, restarts are rare).
     std::map<int64_t, int64_t> covered GUARDED_BY(mu);
@@ -831,6 +937,25 @@ class KafkaDataset final : public Dataset {
   }
 
   static constexpr int64_t kBackfill = 16384;
+  // Partitions after the one read in offset order whose streams are started ahead.
+  static constexpr size_t kPrefetchPartitions = 3;
+
+  // Starts the streams of the kPrefetchPartitions partitions after `c` (shard order: the
+  // order an unshuffled epoch reads them in) that are not read in this pass yet: never read,
+  // or read to their window's end (a later epoch reads them again). Each one's stream then
+  // holds at most queued.max.messages.kbytes until its reads come.
+  void PrefetchAfter(const Cursor* c) const {
+    for (size_t k = c->shard + 1; k < cursors_.size() && k <= c->shard + kPrefetchPartitions; ++k) {
+      Cursor* n = cursors_[k].get();
+      if (n->prefetched.load(std::memory_order_relaxed)) continue;
+      MutexLock l(&n->mu);
+      if (n->started || (n->last_read >= 0 && n->last_read + 1 < n->win.end)) continue;
+      int64_t from = n->last_read < 0 ? HoleStart(n, n->win.begin) : n->win.begin;
+      if (from >= n->win.end) continue;
+      if (n->last_read >= 0) n->covered.clear();  // a new pass of it begins here
+      if (StartLocked(n, from).ok()) n->prefetched.store(true, std::memory_order_relaxed);
+    }
+  }
 
   static bool IsCovered(const Cursor* c, int64_t o) REQUIRES(c->mu) {
     auto it = c->covered.upper_bound(o);
