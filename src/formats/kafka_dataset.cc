@@ -461,6 +461,40 @@ class Client {
     return Status::OK();
   }
 
+  // Every partition's watermarks in two ListOffsets requests (earliest, latest: what
+  // rd_kafka_query_watermark_offsets asks for one partition at a time, two round trips
+  // each); where that fails, one partition at a time, for its error.
+  Status WatermarksOf(const std::vector<int32_t>& parts, std::map<int32_t, std::pair<int64_t, int64_t>>* out) {
+    out->clear();
+    bool ok = !parts.empty();
+    for (int64_t which : {int64_t{RD_KAFKA_OFFSET_BEGINNING}, int64_t{RD_KAFKA_OFFSET_END}}) {
+      if (!ok) break;
+      rd_kafka_topic_partition_list_t* l =
+          rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+      for (int32_t p : parts) rd_kafka_topic_partition_list_add(l, spec_.topic.c_str(), p)->offset = which;
+      ok = rd_kafka_offsets_for_times(rk_, l, spec_.timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           l->cnt == static_cast<int>(parts.size());
+      for (int i = 0; ok && i < l->cnt; ++i) {
+        const auto& e = l->elems[i];
+        if (e.err || e.offset < 0) {
+          ok = false;
+          break;
+        }
+        auto& w = (*out)[e.partition];
+        (which == RD_KAFKA_OFFSET_BEGINNING ? w.first : w.second) = e.offset;
+      }
+      rd_kafka_topic_partition_list_destroy(l);
+    }
+    if (ok && out->size() == parts.size()) return Status::OK();
+    out->clear();
+    for (int32_t p : parts) {
+      int64_t low = 0, high = 0;
+      STOKER_RETURN_IF_ERROR(Watermarks(p, &low, &high));
+      (*out)[p] = {low, high};
+    }
+    return Status::OK();
+  }
+
   // The first offset of each partition with a timestamp at or after `ts_ms` (the high
   // watermark where none is).
   Result<std::map<int32_t, int64_t>> OffsetsForTime(const std::vector<int32_t>& parts,
@@ -524,11 +558,13 @@ Result<std::vector<KafkaPartitionWindow>> Resolve(Client* c) {
   if (s.ranges.empty() && s.end.kind == KafkaBound::kTimestamp) {
     STOKER_ASSIGN_OR_RETURN(end_ts, c->OffsetsForTime(parts, s.end.value));
   }
+  std::map<int32_t, std::pair<int64_t, int64_t>> marks;
+  STOKER_RETURN_IF_ERROR(c->WatermarksOf(parts, &marks));
   std::vector<KafkaPartitionWindow> out;
   for (int32_t p : parts) {
     KafkaPartitionWindow w;
     w.partition = p;
-    STOKER_RETURN_IF_ERROR(c->Watermarks(p, &w.low, &w.high));
+    std::tie(w.low, w.high) = marks.at(p);
     if (!s.ranges.empty()) {
       std::tie(w.begin, w.end) = s.ranges.at(p);
       if (w.end > w.high) {
@@ -670,7 +706,7 @@ class HeldByOffset {
   }
 
  private:
-  static constexpr int64_t kMaxPad = 4096;
+  static constexpr int64_t kMaxPad = 65536;
   std::deque<Held> q_;
   int64_t base_ = 0;
   std::map<int64_t, Held> other_;
@@ -740,6 +776,13 @@ class KafkaDataset final : public Dataset {
   double sample_bytes_estimate() const override {
     constexpr int64_t kSizeSample = 8;
     double bytes = 0, n = 0;
+    // Every partition's stream first, so that librdkafka fetches them together (one round
+    // trip to the broker, not one per partition).
+    for (const auto& c : cursors_) {
+      MutexLock l(&c->mu);
+      if (!c->started && c->win.end > c->win.begin && !StartLocked(c.get(), c->win.begin).ok())
+        return 0;  // unknown; the read will say why
+    }
     for (const auto& c : cursors_) {
       MutexLock l(&c->mu);
       for (int64_t o = c->win.begin; o < std::min(c->win.end, c->win.begin + kSizeSample); ++o) {
