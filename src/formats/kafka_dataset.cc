@@ -388,6 +388,10 @@ class Client {
         {"auto.offset.reset", "error"},  // an offset gone is reported, never jumped over
         {"queued.max.messages.kbytes", "32768"},  // the prefetch per partition: backpressure
         {"fetch.wait.max.ms", "50"},
+        // 4 MB of a partition per fetch request (librdkafka's default 1 MB): a partition
+        // read in offset order is fetched with at most one other (the next, prefetched),
+        // and with 1 MB each the fetch round trips were the limit (bench/RESULTS.md).
+        {"max.partition.fetch.bytes", "4194304"},
         {"socket.keepalive.enable", "true"},
         {"reconnect.backoff.ms", "100"},
         {"reconnect.backoff.max.ms", "2000"},
@@ -981,7 +985,11 @@ class KafkaDataset final : public Dataset {
 
   static constexpr int64_t kBackfill = 16384;
   // Partitions after the one read in offset order whose streams are started ahead.
-  static constexpr size_t kPrefetchPartitions = 3;
+  // One: with three (a 4-partition topic fetched whole from the start, as a consumer
+  // assigned every partition does) the prefetched data all landed in fresh pages (librdkafka
+  // allocates each fetch response; ~32k page faults per 100 MB read) and 1 KB messages were
+  // read at 0.85x the rate of one partition ahead with 4 MB fetches (bench/RESULTS.md).
+  static constexpr size_t kPrefetchPartitions = 1;
 
   // Starts the streams of the kPrefetchPartitions partitions after `c` (shard order: the
   // order an unshuffled epoch reads them in) that are not read in this pass yet: never read,
