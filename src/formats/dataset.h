@@ -102,6 +102,11 @@ class Dataset {
   // the seed. May read from the source.
   virtual double sample_bytes_estimate() const { return 0; }
 
+  // The shards in the order the coming pass reads them (the plan's shard order: shuffled
+  // per epoch, or not), before its reads begin; a stream source (Kafka) starts fetching
+  // the next shard while one is read. Optional; safe to call while samples are read.
+  virtual void HintShardOrder(const std::vector<size_t>& order) const { (void)order; }
+
   // Optional fast path for sources whose sample is one field of bytes (a Kafka topic read
   // with value=raw): true when ReadRawRun can hand over field `field` (empty: the sample's
   // first field) of every sample, so that a caller that carries only those bytes (the

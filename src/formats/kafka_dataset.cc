@@ -671,6 +671,7 @@ class HeldByOffset {
         q_[static_cast<size_t>(off - base_)]) {
       Held& h = q_[static_cast<size_t>(off - base_)];
       *out = std::move(h);
+      --held_;
       // Drop the taken front; a message held more than kMaxPad offsets behind this read
       // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
       // the deque spans at most that many offsets behind the reads.
@@ -686,6 +687,7 @@ class HeldByOffset {
     if (it == other_.end()) return false;
     *out = std::move(it->second);
     other_.erase(it);
+    --held_;
     return true;
   }
   // Holds `m` at `off` unless a message is held there already (the first is kept).
@@ -694,19 +696,25 @@ class HeldByOffset {
     const int64_t end = base_ + static_cast<int64_t>(q_.size());
     if (off >= base_ && off < end) {
       Held& h = q_[static_cast<size_t>(off - base_)];
-      if (!h) h = std::move(m);
+      if (!h) {
+        h = std::move(m);
+        ++held_;
+      }
       return;
     }
     if (off >= end && off - end <= kMaxPad) {
       while (base_ + static_cast<int64_t>(q_.size()) < off) q_.emplace_back();
       q_.push_back(std::move(m));
+      ++held_;
       return;
     }
-    other_.emplace(off, std::move(m));
+    if (other_.emplace(off, std::move(m)).second) ++held_;
   }
+  bool empty() const { return held_ == 0; }
   void Clear() {
     q_.clear();
     other_.clear();
+    held_ = 0;
   }
 
  private:
@@ -714,6 +722,7 @@ class HeldByOffset {
   std::deque<Held> q_;
   int64_t base_ = 0;
   std::map<int64_t, Held> other_;
+  size_t held_ = 0;  // messages held, in q_ and other_
 };
 
 class KafkaDataset final : public Dataset {
@@ -738,6 +747,8 @@ class KafkaDataset final : public Dataset {
           fmt::format("kafka {} partition {} offset ", client_->Where(), win.partition);
     }
     size_ = n;
+    next_shard_ = std::make_unique<std::atomic<size_t>[]>(cursors_.size());
+    for (size_t k = 0; k < cursors_.size(); ++k) next_shard_[k] = k + 1;
   }
   ~KafkaDataset() override {
     for (auto& c : cursors_) {
@@ -832,6 +843,12 @@ class KafkaDataset final : public Dataset {
     return out;
   }
 
+  void HintShardOrder(const std::vector<size_t>& order) const override {
+    for (size_t k = 0; k < cursors_.size(); ++k) next_shard_[k] = cursors_.size();
+    for (size_t i = 0; i + 1 < order.size(); ++i)
+      if (order[i] < cursors_.size()) next_shard_[order[i]] = order[i + 1];
+  }
+
   // value=raw without meta fields: a sample is the message's value and nothing else.
   bool CanReadRawRun(const std::string& field) const override {
     const KafkaSpec& s = client_->spec();
@@ -874,7 +891,6 @@ class KafkaDataset final : public Dataset {
         c->reads_in_order = (count > 1 && consecutive) ||
                             (c->last_read >= 0 && offs[j] >= c->last_read - 64 &&
                              offs[j] <= c->last_read + 64);
-        c->reads_in_order_hint.store(c->reads_in_order, std::memory_order_relaxed);
         c->last_read = last;
         // After a read of this partition failed for want of the broker, its other samples of
         // the chunk fail at once (a chunk of them must not wait timeout_ms, or 200 ms, each).
@@ -902,11 +918,11 @@ class KafkaDataset final : public Dataset {
           }
         }
       }
-      // Reading a partition in offset order: start the next partitions' streams, so that
-      // librdkafka fetches them with this one (one fetch request carries every started
+      // Start the stream of the partition read after each one read here, so that
+      // librdkafka fetches it with this one (one fetch request carries every started
       // partition, up to max.partition.fetch.bytes each).
-      if (cur[m - 1]->reads_in_order_hint.load(std::memory_order_relaxed))
-        PrefetchAfter(cur[m - 1]);
+      for (size_t j = 0; j < m; ++j)
+        if (std::find(cur.begin(), cur.begin() + j, cur[j]) == cur.begin() + j) PrefetchAfter(cur[j]);
       uint64_t delivered = 0, bytes = 0;
       for (size_t j = 0; j < m; ++j) {
         if (!errs[j].ok()) {
@@ -965,9 +981,9 @@ class KafkaDataset final : public Dataset {
     int64_t delivered_max GUARDED_BY(mu) = -1;
     int64_t last_read GUARDED_BY(mu) = -1;  // the offset the last Read asked for
     bool reads_in_order GUARDED_BY(mu) = false;
-    std::atomic<bool> reads_in_order_hint{false};  // reads_in_order, readable without mu
     size_t shard = 0;                              // its place in cursors_
-    // PrefetchAfter started its stream for this pass (cleared when the pass reads its last)
+    // PrefetchAfter started its stream for this pass, or found it started (cleared when the
+    // window's last offset is read)
     std::atomic<bool> prefetched{false};
     // Offsets the stream delivered in this pass, as disjoint [begin, end) intervals (mostly
     // one: the stream reads forward, restarts are rare).
@@ -984,28 +1000,38 @@ class KafkaDataset final : public Dataset {
   }
 
   static constexpr int64_t kBackfill = 16384;
-  // Partitions after the one read in offset order whose streams are started ahead.
-  // One: with three (a 4-partition topic fetched whole from the start, as a consumer
-  // assigned every partition does) the prefetched data all landed in fresh pages (librdkafka
-  // allocates each fetch response; ~32k page faults per 100 MB read) and 1 KB messages were
-  // read at 0.85x the rate of one partition ahead with 4 MB fetches (bench/RESULTS.md).
-  static constexpr size_t kPrefetchPartitions = 1;
-
-  // Starts the streams of the kPrefetchPartitions partitions after `c` (shard order: the
-  // order an unshuffled epoch reads them in) that are not read in this pass yet: never read,
-  // or read to their window's end (a later epoch reads them again). Each one's stream then
-  // holds at most queued.max.messages.kbytes until its reads come.
+  // Starts the stream of the partition this pass reads after `c` (HintShardOrder: the
+  // plan's shard order, shuffled per epoch or not; without a hint the next in shard
+  // order), unless it is being read already: so librdkafka's fetch requests carry both
+  // partitions, as a consumer assigned several fetches them. Only the next one: with three
+  // ahead (a 4-partition topic fetched whole from the start) the prefetched data all landed
+  // in fresh pages (librdkafka allocates each fetch response: ~32k page faults per 100 MB
+  // read) and 1 KB messages in offset order were read at ~0.85x the rate of one ahead with
+  // 4 MB fetches (bench/RESULTS.md). The stream holds at most queued.max.messages.kbytes
+  // until its reads come.
   void PrefetchAfter(const Cursor* c) const {
-    for (size_t k = c->shard + 1; k < cursors_.size() && k <= c->shard + kPrefetchPartitions; ++k) {
-      Cursor* n = cursors_[k].get();
-      if (n->prefetched.load(std::memory_order_relaxed)) continue;
-      MutexLock l(&n->mu);
-      if (n->started || (n->last_read >= 0 && n->last_read + 1 < n->win.end)) continue;
-      int64_t from = n->last_read < 0 ? HoleStart(n, n->win.begin) : n->win.begin;
-      if (from >= n->win.end) continue;
-      if (n->last_read >= 0) n->covered.clear();  // a new pass of it begins here
-      if (StartLocked(n, from).ok()) n->prefetched.store(true, std::memory_order_relaxed);
+    const size_t k = next_shard_[c->shard].load(std::memory_order_relaxed);
+    if (k >= cursors_.size()) return;
+    Cursor* n = cursors_[k].get();
+    if (n->prefetched.load(std::memory_order_relaxed)) return;
+    MutexLock l(&n->mu);
+    if (n->started) {  // being read: nothing to do until its pass ends
+      n->prefetched.store(true, std::memory_order_relaxed);
+      return;
     }
+    int64_t from = n->win.begin;
+    if (n->last_read < 0) {
+      from = HoleStart(n, n->win.begin);  // after what the size estimate read
+    } else {
+      // Read before: only once its pass is complete (every offset delivered by the stream
+      // and read), and a new pass of it begins.
+      const bool whole = n->covered.size() == 1 && n->covered.begin()->first <= n->win.begin &&
+                         n->covered.begin()->second >= n->win.end;
+      if (!whole || !n->ahead.empty()) return;
+      n->covered.clear();
+    }
+    if (from >= n->win.end) return;
+    if (StartLocked(n, from).ok()) n->prefetched.store(true, std::memory_order_relaxed);
   }
 
   static bool IsCovered(const Cursor* c, int64_t o) REQUIRES(c->mu) {
@@ -1294,6 +1320,8 @@ class KafkaDataset final : public Dataset {
   }
 
   std::unique_ptr<Client> client_;
+  // The shard each shard's reads are followed by in this pass (HintShardOrder; size(): none).
+  std::unique_ptr<std::atomic<size_t>[]> next_shard_;
   std::vector<KafkaPartitionWindow> windows_;
   std::vector<ShardInfo> shards_;
   std::vector<std::unique_ptr<Cursor>> cursors_;

@@ -402,6 +402,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
   if (opts_.drop_last) per = nb * opts_.batch_size;
   order_.resize(per);
   if (cache_) cache_->SetPlan(CachePlanFromOrder(*ds_, order_));
+  ds_->HintShardOrder(ShardOrder(ds_->shards(), ds_->size(), epoch, plan_));
   PlanObjectLookahead();
   epoch_ = epoch;
   pass_consumed_ = consumed;
