@@ -651,15 +651,17 @@ void PipelineImpl::ReadLoop(int id) {
 class BatchRunSink final : public RawRunSink {
  public:
   BatchRunSink(const BatchAssembler::Run& run, const uint64_t* indices)
-      : batch_(run.bs->batch), indices_(indices) {}
+      : batch_(run.bs->batch), indices_(indices), n_(static_cast<size_t>(run.n)) {}
   void Deliver(size_t i, std::string_view key, const uint8_t* data, size_t size) override {
     Batch& bt = *batch_;
     bt.keys[i].assign(key);
     bt.labels[i] = -1;  // one field of bytes: no label
     bt.sample_indices[i] = indices_[i];
     if (used_ + size > bt.raw.size()) {
-      // In steady state a batch buffer grows once: it keeps its size between uses.
-      bt.raw.resize(std::max(used_ + size, bt.raw.size() + bt.raw.size() / 2));
+      // Room for the rest of the run at this sample's size (a fresh buffer grows once, not
+      // by doubling: each step is fresh pages and a copy); a batch buffer keeps its size
+      // between uses, so in steady state this is rare.
+      bt.raw.resize(std::max({used_ + size * (n_ - i), bt.raw.size() + bt.raw.size() / 4}));
     }
     bt.raw_offsets.push_back(used_);
     if (size) std::memcpy(bt.raw.data() + used_, data, size);
@@ -677,6 +679,7 @@ class BatchRunSink final : public RawRunSink {
  private:
   BatchPtr batch_;
   const uint64_t* indices_;
+  const size_t n_;  // samples in the run
   size_t used_ = 0;
   std::vector<std::pair<int, Status>> failed_;
 };
