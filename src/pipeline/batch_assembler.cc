@@ -216,7 +216,7 @@ void BatchAssembler::Finalize(BatchState& bs) {
   bt.keys.resize(w);
   bt.sample_indices.resize(w);
   if (lay_.raw && bs.direct) {
-    bt.raw_offsets.resize(w + 1);  // the run wrote w + 1 already; a batch of none has none
+    bt.raw_offsets.resize(w + 1);  // the run wrote them (w + 1: its samples' and the end)
   } else if (lay_.raw) {
     size_t total = 0;
     for (int i = 0; i < w; ++i) total += bs.raw_slots[i].size();

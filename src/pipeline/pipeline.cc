@@ -96,8 +96,8 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   void ReadLoop(int id);
   // Fused raw workers on a source with a raw run read (raw_runs_): a batch per admission.
   void RunLoop(int id);
-  // The error of sample `index` as the batch reports it (naming the sample); counted as a
-  // skip under on_error=skip.
+  // A sample's error as the batch reports it (naming the sample by key and location);
+  // counted as a skip under on_error=skip.
   Status SampleError(const std::string& key, const std::string& location, const Status& st)
       EXCLUDES(stats_mu_);
   void DecodeLoop(int id);

@@ -16,10 +16,10 @@ uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance) {
 
 std::vector<size_t> ShardOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
                                const EpochPlanOptions& o) {
+  if (o.shuffle && (o.global_shuffle || (shards.size() <= 1 && o.shuffle_buffer >= n))) return {};
   std::vector<size_t> sorder(shards.size());
   std::iota(sorder.begin(), sorder.end(), 0);
   if (!o.shuffle) return sorder;
-  if (o.global_shuffle || (shards.size() <= 1 && o.shuffle_buffer >= n)) return {};
   Rng srng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamShardOrder);
   for (size_t i = sorder.size(); i > 1; --i) std::swap(sorder[i - 1], sorder[srng.Below(i)]);
   return sorder;
