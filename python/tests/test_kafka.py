@@ -143,6 +143,34 @@ def test_shuffle_buffer_is_bounded_in_bytes_and_resumes_exactly(bootstrap):
     assert u.state_dict()["shuffle_buffer"] == 8192
 
 
+def test_offset_order_runs_resume_exactly_and_repeat_every_epoch(bootstrap):
+    # decode="raw" of value=raw reads whole batches as runs (Dataset::ReadRawRun) and, in
+    # offset order, starts the next partitions' streams ahead. Epochs after the first read
+    # the window again from the start; a resume with runs in flight (prefetch 4) delivers
+    # exactly what the loop had not received.
+    topic = _topic(bootstrap, 3)
+    vals = _values(300)
+    _produce(bootstrap, topic, vals, 3)
+    want = _expected(topic, vals, 3)
+    order = [f"{topic}/{p}/{o}" for p in range(3) for o in range(100)]
+    p = _pipe(bootstrap, topic, shuffle=False, prefetch=4)
+    for _ in range(3):
+        got = _epoch(p)
+        assert got == want and list(got) == order
+    c = p.stats()["source"]["counters"]
+    assert c["kafka_messages"] == 900 and c["kafka_seeks"] == 0
+    q = _pipe(bootstrap, topic, shuffle=False, prefetch=4)
+    it = iter(q)
+    head = [k for _ in range(13) for k in next(it)["key"]]  # 104: into partition 1
+    state = q.state_dict()
+    del it, q
+    r = _pipe(bootstrap, topic, shuffle=False, prefetch=4)
+    r.load_state_dict(state)
+    tail = _epoch(r)
+    assert head + list(tail) == order
+    assert {k: want[k] for k in tail} == tail
+
+
 def test_ranks_split_the_window_with_equal_batches(bootstrap):
     # 192 = 2 ranks x 12 batches x 8: no tail to pad (with a tail, the default balance pads
     # as DistributedSampler does; test_distributed.py covers that).

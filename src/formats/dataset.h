@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -42,6 +43,17 @@ struct Sample {
     num_fields = 0;
   }
   uint64_t bytes() const;
+};
+
+// Receives the samples of a Dataset::ReadRawRun, each exactly once, in the order asked.
+class RawRunSink {
+ public:
+  virtual ~RawRunSink() = default;
+  // Sample i of the run: its key and the bytes of its one field. Both are valid only
+  // during the call (the source's buffer): copy them.
+  virtual void Deliver(size_t i, std::string_view key, const uint8_t* data, size_t size) = 0;
+  // Sample i could not be read; `st` names it (kCorrupt, kIOError, ...), as Read's would.
+  virtual void Fail(size_t i, const Status& st) = 0;
 };
 
 struct ShardInfo {
@@ -89,6 +101,30 @@ class Dataset {
   // in bytes (PipelineOptions::shuffle_buffer_mb) and the order stay a pure function of
   // the seed. May read from the source.
   virtual double sample_bytes_estimate() const { return 0; }
+
+  // The shards in the order the coming pass reads them (the plan's shard order: shuffled
+  // per epoch, or not), before its reads begin; a stream source (Kafka) starts fetching
+  // the next shard while one is read. Optional; safe to call while samples are read.
+  virtual void HintShardOrder(const std::vector<size_t>& order) const { (void)order; }
+
+  // Optional fast path for sources whose sample is one field of bytes (a Kafka topic read
+  // with value=raw): true when ReadRawRun can hand over field `field` (empty: the sample's
+  // first field) of every sample, so that a caller that carries only those bytes (the
+  // pipeline with decode="raw") reads a run of samples in one call instead of one Read
+  // each: one lock per partition and run, and the bytes go straight from the source's
+  // buffer to the caller's (one copy, no Sample). Formats that answer false (the default:
+  // files) are read with Read only.
+  virtual bool CanReadRawRun(const std::string& field) const {
+    (void)field;
+    return false;
+  }
+  // Reads samples indices[0..n) (any indices; consecutive ones of a shard are the cheap
+  // case) and calls sink->Deliver or sink->Fail once for each i, in increasing i. The
+  // field's bytes are what Read would put in the field; a sample that Read would fail on
+  // fails with the same error. Thread-safe. Only after CanReadRawRun returned true.
+  virtual void ReadRawRun(const uint64_t* indices, size_t n, RawRunSink* sink) const {
+    (void)indices, (void)n, (void)sink;
+  }
 };
 
 struct DatasetOptions {

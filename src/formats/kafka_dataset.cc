@@ -388,6 +388,10 @@ class Client {
         {"auto.offset.reset", "error"},  // an offset gone is reported, never jumped over
         {"queued.max.messages.kbytes", "32768"},  // the prefetch per partition: backpressure
         {"fetch.wait.max.ms", "50"},
+        // 4 MB of a partition per fetch request (librdkafka's default 1 MB): a partition
+        // read in offset order is fetched with at most one other (the next, prefetched),
+        // and with 1 MB each the fetch round trips were the limit (bench/RESULTS.md).
+        {"max.partition.fetch.bytes", "4194304"},
         {"socket.keepalive.enable", "true"},
         {"reconnect.backoff.ms", "100"},
         {"reconnect.backoff.max.ms", "2000"},
@@ -461,6 +465,40 @@ class Client {
     return Status::OK();
   }
 
+  // Every partition's watermarks in two ListOffsets requests (earliest, latest: what
+  // rd_kafka_query_watermark_offsets asks for one partition at a time, two round trips
+  // each); where that fails, one partition at a time, for its error.
+  Status WatermarksOf(const std::vector<int32_t>& parts, std::map<int32_t, std::pair<int64_t, int64_t>>* out) {
+    out->clear();
+    bool ok = !parts.empty();
+    for (int64_t which : {int64_t{RD_KAFKA_OFFSET_BEGINNING}, int64_t{RD_KAFKA_OFFSET_END}}) {
+      if (!ok) break;
+      rd_kafka_topic_partition_list_t* l =
+          rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+      for (int32_t p : parts) rd_kafka_topic_partition_list_add(l, spec_.topic.c_str(), p)->offset = which;
+      ok = rd_kafka_offsets_for_times(rk_, l, spec_.timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           l->cnt == static_cast<int>(parts.size());
+      for (int i = 0; ok && i < l->cnt; ++i) {
+        const auto& e = l->elems[i];
+        if (e.err || e.offset < 0) {
+          ok = false;
+          break;
+        }
+        auto& w = (*out)[e.partition];
+        (which == RD_KAFKA_OFFSET_BEGINNING ? w.first : w.second) = e.offset;
+      }
+      rd_kafka_topic_partition_list_destroy(l);
+    }
+    if (ok && out->size() == parts.size()) return Status::OK();
+    out->clear();
+    for (int32_t p : parts) {
+      int64_t low = 0, high = 0;
+      STOKER_RETURN_IF_ERROR(Watermarks(p, &low, &high));
+      (*out)[p] = {low, high};
+    }
+    return Status::OK();
+  }
+
   // The first offset of each partition with a timestamp at or after `ts_ms` (the high
   // watermark where none is).
   Result<std::map<int32_t, int64_t>> OffsetsForTime(const std::vector<int32_t>& parts,
@@ -524,11 +562,13 @@ Result<std::vector<KafkaPartitionWindow>> Resolve(Client* c) {
   if (s.ranges.empty() && s.end.kind == KafkaBound::kTimestamp) {
     STOKER_ASSIGN_OR_RETURN(end_ts, c->OffsetsForTime(parts, s.end.value));
   }
+  std::map<int32_t, std::pair<int64_t, int64_t>> marks;
+  STOKER_RETURN_IF_ERROR(c->WatermarksOf(parts, &marks));
   std::vector<KafkaPartitionWindow> out;
   for (int32_t p : parts) {
     KafkaPartitionWindow w;
     w.partition = p;
-    STOKER_RETURN_IF_ERROR(c->Watermarks(p, &w.low, &w.high));
+    std::tie(w.low, w.high) = marks.at(p);
     if (!s.ranges.empty()) {
       std::tie(w.begin, w.end) = s.ranges.at(p);
       if (w.end > w.high) {
@@ -631,6 +671,7 @@ class HeldByOffset {
         q_[static_cast<size_t>(off - base_)]) {
       Held& h = q_[static_cast<size_t>(off - base_)];
       *out = std::move(h);
+      --held_;
       // Drop the taken front; a message held more than kMaxPad offsets behind this read
       // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
       // the deque spans at most that many offsets behind the reads.
@@ -646,6 +687,7 @@ class HeldByOffset {
     if (it == other_.end()) return false;
     *out = std::move(it->second);
     other_.erase(it);
+    --held_;
     return true;
   }
   // Holds `m` at `off` unless a message is held there already (the first is kept).
@@ -654,26 +696,33 @@ class HeldByOffset {
     const int64_t end = base_ + static_cast<int64_t>(q_.size());
     if (off >= base_ && off < end) {
       Held& h = q_[static_cast<size_t>(off - base_)];
-      if (!h) h = std::move(m);
+      if (!h) {
+        h = std::move(m);
+        ++held_;
+      }
       return;
     }
     if (off >= end && off - end <= kMaxPad) {
       while (base_ + static_cast<int64_t>(q_.size()) < off) q_.emplace_back();
       q_.push_back(std::move(m));
+      ++held_;
       return;
     }
-    other_.emplace(off, std::move(m));
+    if (other_.emplace(off, std::move(m)).second) ++held_;
   }
+  bool empty() const { return held_ == 0; }
   void Clear() {
     q_.clear();
     other_.clear();
+    held_ = 0;
   }
 
  private:
-  static constexpr int64_t kMaxPad = 4096;
+  static constexpr int64_t kMaxPad = 65536;
   std::deque<Held> q_;
   int64_t base_ = 0;
   std::map<int64_t, Held> other_;
+  size_t held_ = 0;  // messages held, in q_ and other_
 };
 
 class KafkaDataset final : public Dataset {
@@ -692,11 +741,14 @@ class KafkaDataset final : public Dataset {
       shards_.push_back(s);
       cursors_.push_back(std::make_unique<Cursor>());
       cursors_.back()->win = win;
+      cursors_.back()->shard = cursors_.size() - 1;
       cursors_.back()->key_prefix = fmt::format("{}/{}/", client_->spec().topic, win.partition);
       cursors_.back()->location_prefix =
           fmt::format("kafka {} partition {} offset ", client_->Where(), win.partition);
     }
     size_ = n;
+    next_shard_ = std::make_unique<std::atomic<size_t>[]>(cursors_.size());
+    for (size_t k = 0; k < cursors_.size(); ++k) next_shard_[k] = k + 1;
   }
   ~KafkaDataset() override {
     for (auto& c : cursors_) {
@@ -739,6 +791,13 @@ class KafkaDataset final : public Dataset {
   double sample_bytes_estimate() const override {
     constexpr int64_t kSizeSample = 8;
     double bytes = 0, n = 0;
+    // Every partition's stream first, so that librdkafka fetches them together (one round
+    // trip to the broker, not one per partition).
+    for (const auto& c : cursors_) {
+      MutexLock l(&c->mu);
+      if (!c->started && c->win.end > c->win.begin && !StartLocked(c.get(), c->win.begin).ok())
+        return 0;  // unknown; the read will say why
+    }
     for (const auto& c : cursors_) {
       MutexLock l(&c->mu);
       for (int64_t o = c->win.begin; o < std::min(c->win.end, c->win.begin + kSizeSample); ++o) {
@@ -784,6 +843,116 @@ class KafkaDataset final : public Dataset {
     return out;
   }
 
+  void HintShardOrder(const std::vector<size_t>& order) const override {
+    for (size_t k = 0; k < cursors_.size(); ++k) next_shard_[k] = cursors_.size();
+    for (size_t i = 0; i + 1 < order.size(); ++i)
+      if (order[i] < cursors_.size()) next_shard_[order[i]] = order[i + 1];
+  }
+
+  // value=raw without meta fields: a sample is the message's value and nothing else.
+  bool CanReadRawRun(const std::string& field) const override {
+    const KafkaSpec& s = client_->spec();
+    return s.value == KafkaSpec::kRaw && s.meta.empty() && (field.empty() || field == s.field);
+  }
+
+  // Chunks of up to kRunChunk samples: each partition the chunk touches is locked once and
+  // its messages taken (librdkafka's, no copy, unless held copied for a shuffle buffer), then
+  // the chunk is handed to the sink in order without a lock, each value copied once, by the
+  // sink, from librdkafka's buffer to wherever it goes (the pipeline: the batch). The chunk
+  // bounds how many fetch responses a run pins.
+  void ReadRawRun(const uint64_t* indices, size_t n, RawRunSink* sink) const override {
+    constexpr size_t kRunChunk = 64;
+    std::array<Held, kRunChunk> held;
+    std::array<Status, kRunChunk> errs;
+    std::array<Cursor*, kRunChunk> cur;
+    std::array<int64_t, kRunChunk> offs;
+    std::array<bool, kRunChunk> taken;
+    std::array<Cursor*, kRunChunk> ahead_of;  // partitions whose successor to prefetch
+    std::string key;
+    for (size_t b = 0; b < n; b += kRunChunk) {
+      const size_t m = std::min(kRunChunk, n - b);
+      for (size_t j = 0; j < m; ++j) {
+        std::tie(cur[j], offs[j]) = Locate(indices[b + j]);
+        taken[j] = false;
+      }
+      size_t n_ahead = 0;
+      for (size_t j = 0; j < m; ++j) {
+        if (taken[j]) continue;
+        Cursor* c = cur[j];
+        MutexLock l(&c->mu);
+        // In offset order: this partition's offsets in the chunk follow each other, or the
+        // first is near the last read (Read's test).
+        bool consecutive = true;
+        int64_t prev = -1, last = offs[j];
+        int count = 0;
+        for (size_t k = j; k < m; ++k) {
+          if (cur[k] != c) continue;
+          if (count++ > 0 && offs[k] != prev + 1) consecutive = false;
+          prev = last = offs[k];
+        }
+        c->reads_in_order = (count > 1 && consecutive) ||
+                            (c->last_read >= 0 && offs[j] >= c->last_read - 64 &&
+                             offs[j] <= c->last_read + 64);
+        c->last_read = last;
+        // After a read of this partition failed for want of the broker, its other samples of
+        // the chunk fail at once (a chunk of them must not wait timeout_ms, or 200 ms, each).
+        Status broken;
+        for (size_t k = j; k < m; ++k) {
+          if (cur[k] != c) continue;
+          taken[k] = true;
+          if (!broken.ok()) {
+            errs[k] = Status(broken.code(),
+                             fmt::format("kafka: {} partition {} offset {} not read: {}",
+                                         client_->Where(), c->win.partition, offs[k],
+                                         broken.message()));
+            continue;
+          }
+          Status st = FetchLocked(c, offs[k], &held[k]);
+          if (!st.ok()) {
+            errs[k] = st;
+            if (st.code() != StatusCode::kCorrupt) broken = st;  // not a missing offset
+            continue;
+          }
+          c->delivered_max = std::max(c->delivered_max, offs[k]);
+          if (offs[k] + 1 == c->win.end) {  // the window's last: free the prefetch
+            StopLocked(c);
+            c->prefetched.store(false, std::memory_order_relaxed);
+          }
+        }
+        // Read in offset order, a partition has the next one fetched with it all along;
+        // read out of order (a shuffle buffer), only once its stream nears the window's end
+        // (prefetched all along, the next one's 32 MB sat in fresh pages and did not make
+        // shuffled reads faster).
+        if (c->reads_in_order || (c->started && c->win.end - c->next <= PrefetchLead()))
+          ahead_of[n_ahead++] = c;
+      }
+      // Start the stream of the partition read after those, so that librdkafka fetches it
+      // with them (one fetch request carries every started partition, up to
+      // max.partition.fetch.bytes each).
+      for (size_t j = 0; j < n_ahead; ++j) PrefetchAfter(ahead_of[j]);
+      uint64_t delivered = 0, bytes = 0;
+      for (size_t j = 0; j < m; ++j) {
+        if (!errs[j].ok()) {
+          sink->Fail(b + j, errs[j]);
+          errs[j] = Status::OK();
+          continue;
+        }
+        Held& h = held[j];
+        char digits[24];
+        auto [end, ec] = std::to_chars(digits, digits + sizeof digits, offs[j]);
+        (void)ec;
+        key.assign(cur[j]->key_prefix).append(digits, end);
+        sink->Deliver(b + j, key, h.payload(), h.len());
+        delivered++;
+        bytes += h.len();
+        if (h.copied) GiveBuffer(std::move(h.value));
+        h = Held();  // releases librdkafka's message
+      }
+      messages_ += delivered;
+      bytes_ += bytes;
+    }
+  }
+
   Status Read(uint64_t index, Sample* out) const override {
     out->Clear();
     auto [c, off] = Locate(index);
@@ -795,7 +964,10 @@ class KafkaDataset final : public Dataset {
       c->last_read = off;
       STOKER_RETURN_IF_ERROR(FetchLocked(c, off, &h));
       c->delivered_max = std::max(c->delivered_max, off);
-      if (off + 1 == c->win.end) StopLocked(c);  // the window's last message: free the prefetch
+      if (off + 1 == c->win.end) {  // the window's last message: free the prefetch
+        StopLocked(c);
+        c->prefetched.store(false, std::memory_order_relaxed);
+      }
     }
     messages_++;
     bytes_ += h.len();
@@ -816,6 +988,10 @@ class KafkaDataset final : public Dataset {
     int64_t delivered_max GUARDED_BY(mu) = -1;
     int64_t last_read GUARDED_BY(mu) = -1;  // the offset the last Read asked for
     bool reads_in_order GUARDED_BY(mu) = false;
+    size_t shard = 0;                              // its place in cursors_
+    // PrefetchAfter started its stream for this pass, or found it started (cleared when the
+    // window's last offset is read)
+    std::atomic<bool> prefetched{false};
     // Offsets the stream delivered in this pass, as disjoint [begin, end) intervals (mostly
     // one: the stream reads forward, restarts are rare).
     std::map<int64_t, int64_t> covered GUARDED_BY(mu);
@@ -831,6 +1007,47 @@ class KafkaDataset final : public Dataset {
   }
 
   static constexpr int64_t kBackfill = 16384;
+  // Starts the stream of the partition this pass reads after `c` (HintShardOrder: the
+  // plan's shard order, shuffled per epoch or not; without a hint the next in shard
+  // order), unless it is being read already: so librdkafka's fetch requests carry both
+  // partitions, as a consumer assigned several fetches them. Only the next one: with three
+  // ahead (a 4-partition topic fetched whole from the start) the prefetched data all landed
+  // in fresh pages (librdkafka allocates each fetch response: ~32k page faults per 100 MB
+  // read) and 1 KB messages in offset order were read at ~0.85x the rate of one ahead with
+  // 4 MB fetches (bench/RESULTS.md). The stream holds at most queued.max.messages.kbytes
+  // until its reads come.
+  // Offsets before a partition's window end at which a shuffled read starts the next
+  // partition's stream: about 8 MB of messages.
+  int64_t PrefetchLead() const {
+    const uint64_t n = messages_.load(std::memory_order_relaxed);
+    const double mean = n ? static_cast<double>(bytes_.load(std::memory_order_relaxed)) / n : 1024;
+    return std::max<int64_t>(256, static_cast<int64_t>((8 << 20) / std::max(1.0, mean)));
+  }
+
+  void PrefetchAfter(const Cursor* c) const {
+    const size_t k = next_shard_[c->shard].load(std::memory_order_relaxed);
+    if (k >= cursors_.size()) return;
+    Cursor* n = cursors_[k].get();
+    if (n->prefetched.load(std::memory_order_relaxed)) return;
+    MutexLock l(&n->mu);
+    if (n->started) {  // being read: nothing to do until its pass ends
+      n->prefetched.store(true, std::memory_order_relaxed);
+      return;
+    }
+    int64_t from = n->win.begin;
+    if (n->last_read < 0) {
+      from = HoleStart(n, n->win.begin);  // after what the size estimate read
+    } else {
+      // Read before: only once its pass is complete (every offset delivered by the stream
+      // and read), and a new pass of it begins.
+      const bool whole = n->covered.size() == 1 && n->covered.begin()->first <= n->win.begin &&
+                         n->covered.begin()->second >= n->win.end;
+      if (!whole || !n->ahead.empty()) return;
+      n->covered.clear();
+    }
+    if (from >= n->win.end) return;
+    if (StartLocked(n, from).ok()) n->prefetched.store(true, std::memory_order_relaxed);
+  }
 
   static bool IsCovered(const Cursor* c, int64_t o) REQUIRES(c->mu) {
     auto it = c->covered.upper_bound(o);
@@ -1118,6 +1335,8 @@ class KafkaDataset final : public Dataset {
   }
 
   std::unique_ptr<Client> client_;
+  // The shard each shard's reads are followed by in this pass (HintShardOrder; size(): none).
+  std::unique_ptr<std::atomic<size_t>[]> next_shard_;
   std::vector<KafkaPartitionWindow> windows_;
   std::vector<ShardInfo> shards_;
   std::vector<std::unique_ptr<Cursor>> cursors_;

@@ -85,15 +85,68 @@ BatchState& BatchAssembler::ReserveLocked(uint64_t b) {
   return bs;
 }
 
-BatchAssembler::Admit BatchAssembler::Next(const std::function<bool()>& active, Item* it) {
-  MutexLock l(&mu_);
+// Waits for a position in the window; false (with *out) when none is to be had.
+bool BatchAssembler::AdmitWaitLocked(const std::function<bool()>& active, Admit* out) {
   admit_cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
     return stop_->load() || next_pos_ >= samples_ || !active() ||
            BatchOf(next_pos_) < consumer_batch_ + static_cast<uint64_t>(prefetch_.load()) + 1;
   });
-  if (stop_->load()) return Admit::kStop;
-  if (!active()) return Admit::kInactive;
-  if (next_pos_ >= samples_) return Admit::kDone;
+  if (stop_->load()) {
+    *out = Admit::kStop;
+  } else if (!active()) {
+    *out = Admit::kInactive;
+  } else if (next_pos_ >= samples_) {
+    *out = Admit::kDone;
+  } else {
+    return true;
+  }
+  return false;
+}
+
+BatchAssembler::Admit BatchAssembler::NextRun(const std::function<bool()>& active, Run* run) {
+  MutexLock l(&mu_);
+  Admit a;
+  if (!AdmitWaitLocked(active, &a)) return a;
+  const uint64_t pos = next_pos_;
+  const uint64_t b = BatchOf(pos);
+  const uint64_t end = std::min(samples_, (b + 1) * static_cast<uint64_t>(lay_.batch_size));
+  next_pos_ = end;
+  run->pos = pos;
+  run->n = static_cast<int>(end - pos);
+  run->bs = &ReserveLocked(b);  // std::map nodes do not move
+  run->bs->direct = true;
+  run->bs->batch->raw_offsets.clear();
+  return Admit::kOk;
+}
+
+void BatchAssembler::FinishRun(const Run& run, const std::vector<std::pair<int, Status>>& failed) {
+  BatchState* done = nullptr;
+  {
+    MutexLock l(&mu_);
+    BatchState& bs = *run.bs;
+    const int slot = static_cast<int>(run.pos % static_cast<uint64_t>(lay_.batch_size));
+    for (int i = 0; i < run.n; ++i) bs.ok[slot + i] = 1;
+    for (const auto& [i, err] : failed) {
+      bs.ok[slot + i] = 0;
+      const uint64_t pos = run.pos + static_cast<uint64_t>(i);
+      if (lay_.fail_on_error && pos < bs.error_pos) {
+        bs.error = err;
+        bs.error_pos = pos;
+      }
+    }
+    bs.remaining -= run.n;
+    if (bs.remaining == 0) {
+      done = &bs;  // std::map nodes do not move
+      ++finalizing_;
+    }
+  }
+  if (done) Complete(done);
+}
+
+BatchAssembler::Admit BatchAssembler::Next(const std::function<bool()>& active, Item* it) {
+  MutexLock l(&mu_);
+  Admit a;
+  if (!AdmitWaitLocked(active, &a)) return a;
   uint64_t pos = next_pos_++;
   uint64_t b = BatchOf(pos);
   it->pos = pos;
@@ -123,7 +176,10 @@ void BatchAssembler::Finish(Item* it, const Status& err) {
       ++finalizing_;
     }
   }
-  if (!done) return;
+  if (done) Complete(done);
+}
+
+void BatchAssembler::Complete(BatchState* done) {
   Finalize(*done);
   MutexLock l(&mu_);
   --finalizing_;
@@ -159,7 +215,9 @@ void BatchAssembler::Finalize(BatchState& bs) {
   bt.labels.resize(w);
   bt.keys.resize(w);
   bt.sample_indices.resize(w);
-  if (lay_.raw) {
+  if (lay_.raw && bs.direct) {
+    bt.raw_offsets.resize(w + 1);  // the run wrote them (w + 1: its samples' and the end)
+  } else if (lay_.raw) {
     size_t total = 0;
     for (int i = 0; i < w; ++i) total += bs.raw_slots[i].size();
     bt.raw.resize(total);

@@ -30,6 +30,9 @@ struct BatchState {
   int remaining = 0;
   std::vector<uint8_t> ok;  // per slot: 1 delivered, 0 skipped/failed
   std::vector<std::vector<uint8_t>> raw_slots;
+  // A run (NextRun) wrote the bytes of its delivered samples straight into batch->raw and
+  // raw_offsets: Finalize leaves them.
+  bool direct = false;
   bool ready = false;
   Status error;  // first failing sample (by position) under kFail
   uint64_t error_pos = UINT64_MAX;
@@ -68,6 +71,23 @@ class BatchAssembler {
   // sample finalizes it.
   void Finish(Item* it, const Status& err) EXCLUDES(mu_);
 
+  // A whole batch admitted at once (raw runs: Dataset::ReadRawRun). Its worker is the
+  // batch's only writer: it writes each delivered sample's key, label and dataset index
+  // into the batch's slots and its bytes straight into batch->raw and raw_offsets
+  // (BatchState::direct), without the lock.
+  struct Run {
+    uint64_t pos = 0;  // the batch's first position
+    int n = 0;         // its samples
+    BatchState* bs = nullptr;
+  };
+  // As Next, for every position of the next batch: one lock per batch. A pass's workers
+  // use either Next or NextRun, so a batch is never shared between the two.
+  Admit NextRun(const std::function<bool()>& active, Run* run) EXCLUDES(mu_);
+  // Records a run's outcome: `failed` holds (sample of the run, error already naming the
+  // sample); the others were delivered.
+  void FinishRun(const Run& run, const std::vector<std::pair<int, Status>>& failed)
+      EXCLUDES(mu_);
+
   enum class Take { kReady, kStopped, kFatal, kEnd, kTimedOut };
   // The consumer's next batch. `starved` is set when it was not ready on entry. With
   // slice_ns > 0, returns kTimedOut after that much real time without it.
@@ -82,6 +102,9 @@ class BatchAssembler {
 
  private:
   BatchState& ReserveLocked(uint64_t b) REQUIRES(mu_);
+  bool AdmitWaitLocked(const std::function<bool()>& active, Admit* out) REQUIRES(mu_);
+  // Finalizes `done` (its last sample was recorded, finalizing_ counted) and marks it ready.
+  void Complete(BatchState* done) EXCLUDES(mu_);
   // Compacts the batch and copies raw slots into it. Runs without the lock: once a batch's
   // last sample is finished, only the thread that finished it touches it until it is ready.
   void Finalize(BatchState& bs) EXCLUDES(mu_);

@@ -94,6 +94,12 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   template <typename Body>
   void SpawnWorker(std::string name, Body body) EXCLUDES(exit_mu_);
   void ReadLoop(int id);
+  // Fused raw workers on a source with a raw run read (raw_runs_): a batch per admission.
+  void RunLoop(int id);
+  // A sample's error as the batch reports it (naming the sample by key and location);
+  // counted as a skip under on_error=skip.
+  Status SampleError(const std::string& key, const std::string& location, const Status& st)
+      EXCLUDES(stats_mu_);
   void DecodeLoop(int id);
   // `now`: the clock when the stage begins (the previous stage's end, read once); set to
   // when it ends. A clock read costs 0.1-0.3 us in a VM: several per sample were a fifth
@@ -152,6 +158,9 @@ class PipelineImpl final : public Pipeline, public std::enable_shared_from_this<
   std::unique_ptr<ActivityBoard> board_;
   bool autotune_ = false;
   bool fused_ = false;  // each read thread also decodes and augments its sample
+  // decode="raw" from a source that reads raw runs (Dataset::CanReadRawRun: Kafka with
+  // value=raw): fused workers admit a batch at a time and read it with one ReadRawRun.
+  bool raw_runs_ = false;
   bool auto_threads_ = false;  // threads=auto without `fused`: the topology may change per epoch
   // Counters at the start of the current epoch (read wall, compute CPU, items), for the
   // per-epoch topology choice.
@@ -323,6 +332,7 @@ Status PipelineImpl::Init() {
     th[0].value = th[0].max = opts_.threads > 0 ? opts_.threads : budget_threads;
     if (stream_raw) th[0].value = th[0].max = std::min(th[0].max, ds_->max_read_threads());
     th[1].value = th[1].max = 0;
+    raw_runs_ = opts_.mode == DecodeMode::kRaw && ds_->CanReadRawRun(opts_.raw_field);
   }
   TunableInt pf;
   pf.autotune = opts_.prefetch == 0;
@@ -392,6 +402,7 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
   if (opts_.drop_last) per = nb * opts_.batch_size;
   order_.resize(per);
   if (cache_) cache_->SetPlan(CachePlanFromOrder(*ds_, order_));
+  ds_->HintShardOrder(ShardOrder(ds_->shards(), ds_->size(), epoch, plan_));
   PlanObjectLookahead();
   epoch_ = epoch;
   pass_consumed_ = consumed;
@@ -457,7 +468,13 @@ void PipelineImpl::SpawnWorker(std::string name, Body body) {
 
 void PipelineImpl::SpawnWorkers() {
   for (int i = 0; i < targets_.max(kRead); ++i)
-    SpawnWorker("stk-read-" + std::to_string(i), [this, i] { ReadLoop(i); });
+    SpawnWorker("stk-read-" + std::to_string(i), [this, i] {
+      if (fused_ && raw_runs_) {
+        RunLoop(i);
+      } else {
+        ReadLoop(i);
+      }
+    });
   for (int i = 0; i < (fused_ ? 0 : targets_.max(kDecode)); ++i)
     SpawnWorker("stk-compute-" + std::to_string(i), [this, i] { DecodeLoop(i); });
   if (autotune_) tuner_thread_ = std::thread([this] {
@@ -627,6 +644,97 @@ void PipelineImpl::ReadLoop(int id) {
   }
 }
 
+// Where a raw run's samples go (PipelineImpl::RunLoop): each delivered sample's bytes
+// straight into the batch's contiguous buffer, in order (the one copy: from the source's
+// buffer), its key, label and dataset index into its slot. Holds the batch (BatchPtr): a
+// worker that Stop() detached in a read writes into a buffer still alive.
+class BatchRunSink final : public RawRunSink {
+ public:
+  BatchRunSink(const BatchAssembler::Run& run, const uint64_t* indices)
+      : batch_(run.bs->batch), indices_(indices), n_(static_cast<size_t>(run.n)) {}
+  void Deliver(size_t i, std::string_view key, const uint8_t* data, size_t size) override {
+    Batch& bt = *batch_;
+    bt.keys[i].assign(key);
+    bt.labels[i] = -1;  // one field of bytes: no label
+    bt.sample_indices[i] = indices_[i];
+    if (used_ + size > bt.raw.size()) {
+      // Room for the rest of the run at this sample's size (a fresh buffer grows once, not
+      // by doubling: each step is fresh pages and a copy); a batch buffer keeps its size
+      // between uses, so in steady state this is rare.
+      bt.raw.resize(std::max({used_ + size * (n_ - i), bt.raw.size() + bt.raw.size() / 4}));
+    }
+    bt.raw_offsets.push_back(used_);
+    if (size) std::memcpy(bt.raw.data() + used_, data, size);
+    used_ += size;
+  }
+  void Fail(size_t i, const Status& st) override { failed_.emplace_back(static_cast<int>(i), st); }
+  // After the run: the batch's bytes end where the run's do.
+  void Close() {
+    batch_->raw_offsets.push_back(used_);
+    batch_->raw.resize(used_);
+  }
+  uint64_t bytes() const { return used_; }
+  std::vector<std::pair<int, Status>>& failed() { return failed_; }
+
+ private:
+  BatchPtr batch_;
+  const uint64_t* indices_;
+  const size_t n_;  // samples in the run
+  size_t used_ = 0;
+  std::vector<std::pair<int, Status>> failed_;
+};
+
+// One admission, one ReadRawRun and one set of clock reads per batch instead of per sample;
+// no Item, no Sample: the bytes go from the source's buffer into the batch (BatchRunSink).
+// The stage counters count the run's samples; decode and augment have nothing to do.
+void PipelineImpl::RunLoop(int id) {
+  StageCounters& c = sc_[kRead];
+  CpuMeter meter;
+  const int worker = id;
+  std::vector<uint64_t> indices;
+  int64_t done_at = -1;  // when the last run ended (one clock read less)
+  for (;;) {
+    if (!WaitActive(kRead, id)) break;
+    int64_t t0 = done_at >= 0 ? done_at : clock_->NowNanos();
+    done_at = -1;
+    BatchAssembler::Run run;
+    BatchAssembler::Admit a =
+        asm_->NextRun([&] { return Active(kRead, id); }, &run);
+    int64_t t1 = clock_->NowNanos();
+    c.wait_out_ns += t1 - t0;
+    if (a != BatchAssembler::Admit::kOk) {
+      if (a == BatchAssembler::Admit::kInactive) continue;
+      break;  // stopping, or every position handed out
+    }
+    indices.assign(order_.begin() + static_cast<ptrdiff_t>(run.pos),
+                   order_.begin() + static_cast<ptrdiff_t>(run.pos + run.n));
+    const uint64_t last = run.pos + static_cast<uint64_t>(run.n) - 1;
+    if (last >= ahead_due_.load(std::memory_order_relaxed)) HintAhead(last);
+    board_->Begin(worker, kRead, indices[0], t1);
+    meter.Begin(clock_);
+    BatchRunSink sink(run, indices.data());
+    ds_->ReadRawRun(indices.data(), static_cast<size_t>(run.n), &sink);
+    sink.Close();
+    c.cpu_ns += meter.Charge(clock_);
+    int64_t now = clock_->NowNanos();
+    c.busy_ns += now - t1;
+    board_->End(worker);
+    if (stop_) break;  // stopped during the read (maybe detached): touch no batch state
+    const uint64_t n = static_cast<uint64_t>(run.n);
+    c.items += n;
+    c.bytes += sink.bytes();
+    sc_[kDecode].items += n;
+    sc_[kAugment].items += n;
+    sc_[kAugment].bytes += sink.bytes();
+    for (auto& [i, st] : sink.failed()) {
+      const uint64_t index = indices[static_cast<size_t>(i)];
+      st = SampleError(ds_->Key(index), ds_->Location(index), st);
+    }
+    asm_->FinishRun(run, sink.failed());
+    done_at = now;
+  }
+}
+
 // Runs the decode stage on one item with its metrics; false if the item was finished
 // (failed) here.
 bool PipelineImpl::DoDecode(Item* it, int worker, CpuMeter* meter, int64_t* now) {
@@ -692,17 +800,23 @@ void PipelineImpl::DecodeLoop(int id) {
   }
 }
 
+Status PipelineImpl::SampleError(const std::string& key, const std::string& location,
+                                 const Status& st) {
+  Status err(st.code(), fmt::format("sample '{}' ({}): {}", key, location, st.message()));
+  if (opts_.on_error == ErrorPolicy::kSkip) {
+    MutexLock l(&stats_mu_);
+    skipped_count_++;
+    if (skipped_.size() < 10000) skipped_.push_back(err.message());
+  }
+  return err;
+}
+
 void PipelineImpl::FinishItem(Item* it, const Status& st) {
   Status err;
   if (!st.ok()) {
-    std::string where = it->sample.location.empty() ? ds_->Location(it->index) : it->sample.location;
-    std::string key = it->sample.key.empty() ? ds_->Key(it->index) : it->sample.key;
-    err = Status(st.code(), fmt::format("sample '{}' ({}): {}", key, where, st.message()));
-    if (opts_.on_error == ErrorPolicy::kSkip) {
-      MutexLock l(&stats_mu_);
-      skipped_count_++;
-      if (skipped_.size() < 10000) skipped_.push_back(err.message());
-    }
+    err = SampleError(
+        it->sample.key.empty() ? ds_->Key(it->index) : it->sample.key,
+        it->sample.location.empty() ? ds_->Location(it->index) : it->sample.location, st);
   }
   asm_->Finish(it, err);
 }

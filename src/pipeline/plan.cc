@@ -14,6 +14,17 @@ uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance) {
   return balance == RankBalance::kDrop ? n / w : (n + w - 1) / w;
 }
 
+std::vector<size_t> ShardOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
+                               const EpochPlanOptions& o) {
+  if (o.shuffle && (o.global_shuffle || (shards.size() <= 1 && o.shuffle_buffer >= n))) return {};
+  std::vector<size_t> sorder(shards.size());
+  std::iota(sorder.begin(), sorder.end(), 0);
+  if (!o.shuffle) return sorder;
+  Rng srng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamShardOrder);
+  for (size_t i = sorder.size(); i > 1; --i) std::swap(sorder[i - 1], sorder[srng.Below(i)]);
+  return sorder;
+}
+
 std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
                                   const EpochPlanOptions& o) {
   std::vector<uint64_t> order;
@@ -28,11 +39,7 @@ std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t
     for (uint64_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
     return order;
   }
-  // Shard order.
-  std::vector<size_t> sorder(shards.size());
-  std::iota(sorder.begin(), sorder.end(), 0);
-  Rng srng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamShardOrder);
-  for (size_t i = sorder.size(); i > 1; --i) std::swap(sorder[i - 1], sorder[srng.Below(i)]);
+  const std::vector<size_t> sorder = ShardOrder(shards, n, epoch, o);
   // Shuffle buffer over the concatenated shards.
   size_t k = std::max<size_t>(1, o.shuffle_buffer);
   std::vector<uint64_t> buf;

@@ -38,6 +38,11 @@ struct EpochPlanOptions {
 // Samples every rank gets per epoch.
 uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance);
 
+// The order in which `epoch` reads the shards (before the shuffle buffer mixes them): shard
+// order, or shuffled per epoch; empty with a global shuffle (no shard order).
+std::vector<size_t> ShardOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
+                               const EpochPlanOptions& o);
+
 // The global order of all n samples for `epoch` (before the rank split).
 std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
                                   const EpochPlanOptions& o);
