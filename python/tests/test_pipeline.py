@@ -502,8 +502,12 @@ def test_ctrl_c_interrupts_a_batch_wait_on_a_hung_read(tmp_path):
     first = sorted((folder / "class_0").iterdir())[0]
     first.unlink()
     os.mkfifo(first)  # the first sample of an unshuffled epoch: batch 0 cannot complete
+    # The child takes Ctrl-C as a terminal's program does, whatever it inherits: a signal
+    # ignored in the parent (some library in this pytest process leaves SIGINT at SIG_IGN)
+    # stays ignored across exec, and Python then never raises KeyboardInterrupt.
     script = f"""
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = {sys.path!r}
 import stoker_testing, stoker
 p = stoker.Pipeline({str(folder)!r}, batch_size=4, shuffle=False, decode="val", image_size=32,
