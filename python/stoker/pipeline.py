@@ -522,6 +522,9 @@ class Pipeline:
         return {"seed": self._options["seed"], "shuffle": self._options["shuffle"],
                 # The buffer in effect (shuffle_buffer_mb may bound it for a stream source).
                 "shuffle_buffer": self._p.options["shuffle_buffer"],
+                # The interleave in effect ([block, cycle]; [0, 1]: one shard after
+                # another, what a state saved before this key read).
+                "interleave": [self._p.options["interleave"], self._p.options["interleave_cycle"]],
                 "dataset_size": self.dataset_size, "dataset_fingerprint": self._p.fingerprint}
 
     def state_dict(self):
@@ -573,6 +576,10 @@ class Pipeline:
         mine = self._identity()
         diff = [f"{k}: saved {state[k]!r}, now {mine[k]!r}" for k in _STATE_KEYS
                 if state[k] != mine[k]]
+        saved_il = list(state.get("interleave", [0, 1]))
+        if saved_il != mine["interleave"]:
+            diff.append(f"interleave: saved {saved_il!r}, now {mine['interleave']!r} (give "
+                        f"interleave={saved_il[0]}, interleave_cycle={saved_il[1]} to resume it)")
         if diff:
             raise bad_argument("state is from a different dataset or configuration, so resuming "
                                "would not be exact: " + "; ".join(diff))

@@ -144,16 +144,20 @@ def test_shuffle_buffer_is_bounded_in_bytes_and_resumes_exactly(bootstrap):
 
 
 def test_offset_order_runs_resume_exactly_and_repeat_every_epoch(bootstrap):
-    # decode="raw" of value=raw reads whole batches as runs (Dataset::ReadRawRun) and, in
-    # offset order, starts the next partitions' streams ahead. Epochs after the first read
-    # the window again from the start; a resume with runs in flight (prefetch 4) delivers
-    # exactly what the loop had not received.
+    # decode="raw" of value=raw reads whole batches as runs (Dataset::ReadRawRun). Without
+    # shuffling, the partitions are read side by side, 64 offsets of each in turn (the
+    # interleave a topic asks for, as a consumer assigned every partition reads them), each
+    # in offset order; interleave=0 reads one partition after another. Epochs after the
+    # first read the window again from the start; a resume with runs in flight (prefetch 4)
+    # delivers exactly what the loop had not received.
     topic = _topic(bootstrap, 3)
     vals = _values(300)
     _produce(bootstrap, topic, vals, 3)
     want = _expected(topic, vals, 3)
-    order = [f"{topic}/{p}/{o}" for p in range(3) for o in range(100)]
+    order = [f"{topic}/{p}/{o}" for lo, hi in ((0, 64), (64, 100)) for p in range(3)
+             for o in range(lo, hi)]
     p = _pipe(bootstrap, topic, shuffle=False, prefetch=4)
+    assert p.state_dict()["interleave"] == [64, 3]
     for _ in range(3):
         got = _epoch(p)
         assert got == want and list(got) == order
@@ -169,6 +173,18 @@ def test_offset_order_runs_resume_exactly_and_repeat_every_epoch(bootstrap):
     tail = _epoch(r)
     assert head + list(tail) == order
     assert {k: want[k] for k in tail} == tail
+    # One partition after another, and a state saved before the interleave existed (no
+    # "interleave" key: that order) is refused by the default and resumes with interleave=0.
+    u = _pipe(bootstrap, topic, shuffle=False, interleave=0)
+    assert u.state_dict()["interleave"] == [0, 1]
+    assert list(_epoch(u)) == [f"{topic}/{p}/{o}" for p in range(3) for o in range(100)]
+    old = dict(state)
+    del old["interleave"]
+    with pytest.raises(Exception, match="interleave=0"):
+        _pipe(bootstrap, topic, shuffle=False).load_state_dict(old)
+    v = _pipe(bootstrap, topic, shuffle=False, interleave=0)
+    v.load_state_dict({**old, "consumed": 0})
+    assert list(_epoch(v)) == [f"{topic}/{p}/{o}" for p in range(3) for o in range(100)]
 
 
 def test_ranks_split_the_window_with_equal_batches(bootstrap):
@@ -186,6 +202,33 @@ def test_ranks_split_the_window_with_equal_batches(bootstrap):
         assert not set(got) & set(seen), "a message went to both ranks"
         seen.update(got)
     assert lens == [12, 12]
+    assert seen == want
+
+
+def test_a_rank_does_not_hold_the_other_ranks_messages(bootstrap):
+    # Each rank's stream delivers every offset of a partition (the rank split is strided);
+    # what no read of this rank's pass wants is dropped as it comes, not held until the
+    # window ends (rank 0 of 2 once held half the topic: 619 MB RSS on a 655 MB topic).
+    topic = _topic(bootstrap, 2)
+    vals = _values(4000)
+    _produce(bootstrap, topic, vals, 2)
+    want = _expected(topic, vals, 2)
+    seen = {}
+    for rank in (0, 1):
+        for shuffle in (False, True):
+            p = _pipe(bootstrap, topic, rank=rank, world_size=2, batch_size=50,
+                      shuffle=shuffle, shuffle_buffer=256)
+            got = _epoch(p)
+            assert len(got) == 2000
+            if not shuffle:
+                assert not set(got) & set(seen)
+                seen.update(got)
+            c = p.stats()["source"]["counters"]
+            # In offset order a read fetches at most a few hundred ahead; shuffled, the
+            # buffer's span (256 of this rank's samples, 512 offsets) and the fetches.
+            limit = 600 if not shuffle else 1500
+            assert 0 < c["kafka_held_peak"] < limit, (rank, shuffle, c["kafka_held_peak"])
+            assert c["kafka_seeks"] == 0
     assert seen == want
 
 
@@ -355,9 +398,16 @@ def test_a_paused_broker_is_waited_for_and_a_dead_one_named(own_broker):
             got[key] = bytes(b["data"][b["offsets"][k]:b["offsets"][k + 1]])
     assert got == want
     # Killed mid-epoch: after timeout_ms without progress, an error naming broker, topic
-    # and partition, not a hang.
-    q = _pipe(addr, topic, "timeout_ms=3000&rdkafka.queued.max.messages.kbytes=1",
-              shuffle=False, prefetch=1, threads=1)
+    # and partition, not a hang. One message per record batch and per fetch, so that the
+    # client has not fetched the topic whole when the broker dies.
+    topic = _topic(addr, 2)
+    prod = ck.Producer({"bootstrap.servers": addr, "linger.ms": 0, "batch.num.messages": 1})
+    for i, v in enumerate(vals):
+        prod.produce(topic, value=v, partition=i % 2)
+        prod.poll(0)
+    assert prod.flush(30) == 0
+    q = _pipe(addr, topic, "timeout_ms=3000&rdkafka.queued.max.messages.kbytes=1"
+              "&rdkafka.max.partition.fetch.bytes=1", shuffle=False, prefetch=1, threads=1)
     it = iter(q)
     next(it)
     os.kill(pid, signal.SIGKILL)

@@ -102,10 +102,30 @@ class Dataset {
   // the seed. May read from the source.
   virtual double sample_bytes_estimate() const { return 0; }
 
-  // The shards in the order the coming pass reads them (the plan's shard order: shuffled
-  // per epoch, or not), before its reads begin; a stream source (Kafka) starts fetching
-  // the next shard while one is read. Optional; safe to call while samples are read.
-  virtual void HintShardOrder(const std::vector<size_t>& order) const { (void)order; }
+  // How a pass should read the shards (PipelineOptions::interleave, EpochPlanOptions): a
+  // stream source whose shards are partitions (Kafka) wants them side by side, `block`
+  // samples of each of `cycle` shards in turn, as a consumer assigned them all reads them;
+  // files default to one shard after another ({0, 0}).
+  struct Interleave {
+    size_t block = 0, cycle = 0;
+  };
+  virtual Interleave interleave() const { return {}; }
+
+  // What the coming pass reads, before its reads begin. Optional; safe to call while
+  // samples are read (a later hint replaces an earlier one).
+  struct PassHint {
+    // The shards in the plan's shard order (shuffled per epoch, or not), read
+    // `side_by_side` at a time (the interleave cycle; 1: one after another): a stream
+    // source (Kafka) starts fetching the shard that comes next while others are read.
+    std::vector<size_t> shard_order;
+    size_t side_by_side = 1;
+    // This reader's indices in the pass (this rank's share of the epoch), or null when
+    // unknown: a stream source need not keep what it fetches on the way and no read of
+    // this pass will ask for (the other ranks' samples). A read of an index not in it
+    // still succeeds (more slowly).
+    const std::vector<uint64_t>* reads = nullptr;
+  };
+  virtual void HintPass(const PassHint& hint) const { (void)hint; }
 
   // Optional fast path for sources whose sample is one field of bytes (a Kafka topic read
   // with value=raw): true when ReadRawRun can hand over field `field` (empty: the sample's

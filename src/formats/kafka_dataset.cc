@@ -671,7 +671,7 @@ class HeldByOffset {
         q_[static_cast<size_t>(off - base_)]) {
       Held& h = q_[static_cast<size_t>(off - base_)];
       *out = std::move(h);
-      --held_;
+      Add(-1);
       // Drop the taken front; a message held more than kMaxPad offsets behind this read
       // (fetched, never wanted in this pass: a resume skipped it) moves to the map, so
       // the deque spans at most that many offsets behind the reads.
@@ -687,7 +687,7 @@ class HeldByOffset {
     if (it == other_.end()) return false;
     *out = std::move(it->second);
     other_.erase(it);
-    --held_;
+    Add(-1);
     return true;
   }
   // Holds `m` at `off` unless a message is held there already (the first is kept).
@@ -698,23 +698,46 @@ class HeldByOffset {
       Held& h = q_[static_cast<size_t>(off - base_)];
       if (!h) {
         h = std::move(m);
-        ++held_;
+        Add(1);
       }
       return;
     }
     if (off >= end && off - end <= kMaxPad) {
       while (base_ + static_cast<int64_t>(q_.size()) < off) q_.emplace_back();
       q_.push_back(std::move(m));
-      ++held_;
+      Add(1);
       return;
     }
-    if (other_.emplace(off, std::move(m)).second) ++held_;
+    if (other_.emplace(off, std::move(m)).second) Add(1);
   }
   bool empty() const { return held_ == 0; }
+  // Releases the messages at offsets for which drop(offset) is true.
+  template <typename Pred>
+  void DropIf(Pred drop) {
+    for (size_t i = 0; i < q_.size(); ++i) {
+      if (q_[i] && drop(base_ + static_cast<int64_t>(i))) {
+        q_[i] = Held();
+        Add(-1);
+      }
+    }
+    for (auto it = other_.begin(); it != other_.end();) {
+      if (drop(it->first)) {
+        it = other_.erase(it);
+        Add(-1);
+      } else {
+        ++it;
+      }
+    }
+  }
   void Clear() {
     q_.clear();
     other_.clear();
-    held_ = 0;
+    Add(-static_cast<int64_t>(held_));
+  }
+  // Counts the messages held here into `now` (all partitions) and its peak into `peak`.
+  void Track(std::atomic<int64_t>* now, std::atomic<int64_t>* peak) {
+    now_ = now;
+    peak_ = peak;
   }
 
  private:
@@ -723,6 +746,15 @@ class HeldByOffset {
   int64_t base_ = 0;
   std::map<int64_t, Held> other_;
   size_t held_ = 0;  // messages held, in q_ and other_
+  std::atomic<int64_t>*now_ = nullptr, *peak_ = nullptr;
+  void Add(int64_t d) {
+    held_ = static_cast<size_t>(static_cast<int64_t>(held_) + d);
+    if (!now_) return;
+    const int64_t v = now_->fetch_add(d, std::memory_order_relaxed) + d;
+    for (int64_t p = peak_->load(std::memory_order_relaxed);
+         v > p && !peak_->compare_exchange_weak(p, v, std::memory_order_relaxed);) {
+    }
+  }
 };
 
 class KafkaDataset final : public Dataset {
@@ -742,6 +774,10 @@ class KafkaDataset final : public Dataset {
       cursors_.push_back(std::make_unique<Cursor>());
       cursors_.back()->win = win;
       cursors_.back()->shard = cursors_.size() - 1;
+      {
+        MutexLock l(&cursors_.back()->mu);
+        cursors_.back()->ahead.Track(&held_now_, &held_peak_);
+      }
       cursors_.back()->key_prefix = fmt::format("{}/{}/", client_->spec().topic, win.partition);
       cursors_.back()->location_prefix =
           fmt::format("kafka {} partition {} offset ", client_->Where(), win.partition);
@@ -822,6 +858,8 @@ class KafkaDataset final : public Dataset {
         {"kafka_fetch_wait_s", static_cast<double>(wait_ns_.load()) / 1e9},
         {"kafka_seeks", static_cast<double>(seeks_.load())},
         {"kafka_missing_offsets", static_cast<double>(missing_.load())},
+        // messages fetched ahead of their reads, held: the most at once
+        {"kafka_held_peak", static_cast<double>(held_peak_.load())},
     };
     double lag = 0;
     for (const auto& c : cursors_) {
@@ -843,10 +881,66 @@ class KafkaDataset final : public Dataset {
     return out;
   }
 
-  void HintShardOrder(const std::vector<size_t>& order) const override {
+  // Partitions side by side, 64 messages of each in turn: a pass streams up to 8 of them
+  // at once, as a consumer assigned them reads them (one partition at a time, the fetches
+  // of one partition were the limit: bench/RESULTS.md).
+  Interleave interleave() const override {
+    return {kInterleaveBlock, std::min<size_t>(cursors_.size(), kInterleaveCycle)};
+  }
+
+  void HintPass(const PassHint& hint) const override {
+    // The partition that takes each one's place when it ends (the next of the order
+    // `side_by_side` on): its stream starts as the one before it nears its end.
+    const size_t step = std::max<size_t>(1, hint.side_by_side);
     for (size_t k = 0; k < cursors_.size(); ++k) next_shard_[k] = cursors_.size();
-    for (size_t i = 0; i + 1 < order.size(); ++i)
-      if (order[i] < cursors_.size()) next_shard_[order[i]] = order[i + 1];
+    for (size_t i = 0; i + step < hint.shard_order.size(); ++i)
+      if (hint.shard_order[i] < cursors_.size())
+        next_shard_[hint.shard_order[i]] = hint.shard_order[i + step];
+    side_by_side_.store(step, std::memory_order_relaxed);
+    // The offsets this reader will read, per partition: what the stream delivers on the way
+    // to them and no read of the pass wants (the other ranks' messages) is not kept.
+    std::vector<std::vector<uint64_t>> want(cursors_.size());
+    if (hint.reads) {
+      for (size_t k = 0; k < cursors_.size(); ++k)
+        want[k].assign((shards_[k].end - shards_[k].begin + 63) / 64, 0);
+      for (uint64_t idx : *hint.reads) {
+        if (idx >= size_) continue;
+        auto it = std::upper_bound(shards_.begin(), shards_.end(), idx,
+                                   [](uint64_t i, const ShardInfo& s) { return i < s.end; });
+        const size_t k = static_cast<size_t>(it - shards_.begin());
+        const uint64_t bit = idx - shards_[k].begin;
+        want[k][bit / 64] |= uint64_t{1} << (bit % 64);
+      }
+    }
+    for (size_t k = 0; k < cursors_.size(); ++k) {
+      Cursor* c = cursors_[k].get();
+      MutexLock l(&c->mu);
+      if (hint.reads) {
+        const std::vector<uint64_t>& w = want[k];
+        const int64_t b = c->win.begin, e = c->win.end;
+        c->ahead.DropIf([&w, b, e](int64_t off) { return !InSet(w, b, e, off); });
+      }
+      c->want.swap(want[k]);
+      c->has_want = hint.reads != nullptr;
+      c->covered.clear();  // a new pass
+    }
+    // The streams of the cycle's first partitions start now, together (one after another,
+    // as the first reads of each came, the first batch waited 50-80 ms instead of ~25), at
+    // the first offset this reader reads.
+    for (size_t i = 0; i < std::min(step, hint.shard_order.size()); ++i) {
+      if (hint.shard_order[i] >= cursors_.size()) continue;
+      Cursor* c = cursors_[hint.shard_order[i]].get();
+      MutexLock l(&c->mu);
+      if (c->started) continue;
+      int64_t from = c->win.begin;
+      if (c->has_want) {
+        size_t w = 0;
+        while (w < c->want.size() && c->want[w] == 0) ++w;
+        if (w == c->want.size()) continue;  // nothing to read here
+        from += static_cast<int64_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(c->want[w])));
+      }
+      if (from < c->win.end) (void)StartLocked(c, from);  // a failure: the read will say
+    }
   }
 
   // value=raw without meta fields: a sample is the message's value and nothing else.
@@ -919,11 +1013,13 @@ class KafkaDataset final : public Dataset {
             c->prefetched.store(false, std::memory_order_relaxed);
           }
         }
-        // Read in offset order, a partition has the next one fetched with it all along;
-        // read out of order (a shuffle buffer), only once its stream nears the window's end
-        // (prefetched all along, the next one's 32 MB sat in fresh pages and did not make
-        // shuffled reads faster).
-        if (c->reads_in_order || (c->started && c->win.end - c->next <= PrefetchLead()))
+        // Read in offset order one partition at a time, a partition has the next one
+        // fetched with it all along; read out of order (a shuffle buffer) or side by side
+        // with others (interleaved), only once its stream nears the window's end (prefetched
+        // all along, the next one's 32 MB sat in fresh pages and did not make shuffled
+        // reads faster; interleaved, it would stream twice the partitions of the cycle).
+        if ((c->reads_in_order && side_by_side_.load(std::memory_order_relaxed) <= 1) ||
+            (c->started && c->win.end - c->next <= PrefetchLead()))
           ahead_of[n_ahead++] = c;
       }
       // Start the stream of the partition read after those, so that librdkafka fetches it
@@ -989,6 +1085,10 @@ class KafkaDataset final : public Dataset {
     int64_t last_read GUARDED_BY(mu) = -1;  // the offset the last Read asked for
     bool reads_in_order GUARDED_BY(mu) = false;
     size_t shard = 0;                              // its place in cursors_
+    // The offsets (bits from win.begin) this reader reads in the pass (HintPass), when
+    // has_want: others delivered by the stream on the way are not held.
+    std::vector<uint64_t> want GUARDED_BY(mu);
+    bool has_want GUARDED_BY(mu) = false;
     // PrefetchAfter started its stream for this pass, or found it started (cleared when the
     // window's last offset is read)
     std::atomic<bool> prefetched{false};
@@ -1007,9 +1107,9 @@ class KafkaDataset final : public Dataset {
   }
 
   static constexpr int64_t kBackfill = 16384;
-  // Starts the stream of the partition this pass reads after `c` (HintShardOrder: the
-  // plan's shard order, shuffled per epoch or not; without a hint the next in shard
-  // order), unless it is being read already: so librdkafka's fetch requests carry both
+  // Starts the stream of the partition this pass reads after `c` (HintPass: the plan's
+  // shard order, shuffled per epoch or not, the cycle's width on; without a hint the next
+  // in shard order), unless it is being read already: so librdkafka's fetch requests carry both
   // partitions, as a consumer assigned several fetches them. Only the next one: with three
   // ahead (a 4-partition topic fetched whole from the start) the prefetched data all landed
   // in fresh pages (librdkafka allocates each fetch response: ~32k page faults per 100 MB
@@ -1047,6 +1147,17 @@ class KafkaDataset final : public Dataset {
     }
     if (from >= n->win.end) return;
     if (StartLocked(n, from).ok()) n->prefetched.store(true, std::memory_order_relaxed);
+  }
+
+  // Whether this reader's pass reads offset `o` (every offset when no hint said).
+  static bool Wanted(const Cursor* c, int64_t o) REQUIRES(c->mu) {
+    return !c->has_want || InSet(c->want, c->win.begin, c->win.end, o);
+  }
+  // Offset `o`'s bit in a set of offsets [b, e) (bit i: offset b + i).
+  static bool InSet(const std::vector<uint64_t>& set, int64_t b, int64_t e, int64_t o) {
+    if (o < b || o >= e) return false;
+    const uint64_t bit = static_cast<uint64_t>(o - b);
+    return (set[bit / 64] >> (bit % 64)) & 1;
   }
 
   static bool IsCovered(const Cursor* c, int64_t o) REQUIRES(c->mu) {
@@ -1181,7 +1292,7 @@ class KafkaDataset final : public Dataset {
         if (mo == off) {
           *h = std::move(m);
           got = true;
-        } else if (!again && mo < c->win.end) {
+        } else if (!again && mo < c->win.end && Wanted(c, mo)) {
           // Before or after `off`: wanted soon by this or another thread (a shuffle buffer
           // reads a window of offsets out of order).
           // Reads in offset order take it soon: keep librdkafka's message (the copy into
@@ -1335,8 +1446,10 @@ class KafkaDataset final : public Dataset {
   }
 
   std::unique_ptr<Client> client_;
-  // The shard each shard's reads are followed by in this pass (HintShardOrder; size(): none).
+  // The shard each shard's reads are followed by in this pass (HintPass; size(): none).
   std::unique_ptr<std::atomic<size_t>[]> next_shard_;
+  mutable std::atomic<size_t> side_by_side_{1};  // partitions read at once (HintPass)
+  static constexpr size_t kInterleaveBlock = 64, kInterleaveCycle = 8;
   std::vector<KafkaPartitionWindow> windows_;
   std::vector<ShardInfo> shards_;
   std::vector<std::unique_ptr<Cursor>> cursors_;
@@ -1345,6 +1458,7 @@ class KafkaDataset final : public Dataset {
   mutable std::vector<std::vector<uint8_t>> pool_ GUARDED_BY(pool_mu_);
   mutable std::atomic<uint64_t> messages_{0}, bytes_{0}, seeks_{0}, missing_{0};
   mutable std::atomic<int64_t> wait_ns_{0};
+  mutable std::atomic<int64_t> held_now_{0}, held_peak_{0};  // held messages, all partitions
   // Messages consumed (any partition), and its value when a read last timed out (-1: never).
   mutable std::atomic<int64_t> progress_{0}, stalled_at_{-1};
 };

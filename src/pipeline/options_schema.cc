@@ -353,6 +353,14 @@ std::vector<OptionSpec> MakeRows() {
   r.push_back(IntRow("shuffle_buffer_mb", "batches", STOKER_FIELD(shuffle_buffer_mb), 0, 1e9,
                      "stream sources (Kafka), which hold what the shuffle buffer reads ahead: "
                      "at most this many MB of samples in it (0: shuffle_buffer alone)"));
+  r.push_back(IntRow("interleave", "batches", STOKER_FIELD(interleave), 0, kIntMax,
+                     "samples of a shard read in turn with interleave_cycle shards side by "
+                     "side, as tf.data's interleave (0: one shard after another)",
+                     "the source's choice: 64 for a Kafka topic's partitions, 0 for files",
+                     -1));
+  r.push_back(IntRow("interleave_cycle", "batches", STOKER_FIELD(interleave_cycle), 1, kIntMax,
+                     "with interleave: shards read side by side",
+                     "the source's choice: a Kafka topic's partitions, at most 8", -1));
 
   // ranks
   r.push_back(IntRow("rank", "ranks", STOKER_FIELD(rank), 0, kIntMax, "this process's rank",

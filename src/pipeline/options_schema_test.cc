@@ -84,6 +84,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
               {"seed", OptionValue::Int(42)},
               {"shuffle_buffer", OptionValue::Int(100)},
               {"shuffle_buffer_mb", OptionValue::Int(16)},
+              {"interleave", OptionValue::Int(32)},
+              {"interleave_cycle", OptionValue::Int(3)},
               {"rank", OptionValue::Int(1)},
               {"world_size", OptionValue::Int(3)},
               {"balance", OptionValue::String("drop")},
@@ -109,6 +111,8 @@ TEST(OptionsSchema, EveryRowSetsItsField) {
   EXPECT_EQ(o.data, "d");
   EXPECT_EQ(o.cache_dir, "/tmp/c");
   EXPECT_EQ(o.shuffle_buffer_mb, 16u);
+  EXPECT_EQ(o.interleave, 32);
+  EXPECT_EQ(o.interleave_cycle, 3);
   EXPECT_EQ(o.cache_limit, 2000000000);
   EXPECT_EQ(o.mode, DecodeMode::kVal);
   EXPECT_EQ(o.image_size, 96);

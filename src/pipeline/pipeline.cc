@@ -260,6 +260,15 @@ Status PipelineImpl::Init() {
     }
   }
   plan_.shuffle_buffer = opts_.shuffle_buffer;
+  {
+    const Dataset::Interleave il = ds_->interleave();
+    if (opts_.interleave < 0) opts_.interleave = static_cast<int64_t>(il.block);
+    if (opts_.interleave_cycle < 0)
+      opts_.interleave_cycle = static_cast<int64_t>(std::max<size_t>(1, il.cycle));
+    if (opts_.interleave == 0) opts_.interleave_cycle = 1;  // what is in effect
+    plan_.interleave = static_cast<size_t>(opts_.interleave);
+    plan_.interleave_cycle = static_cast<size_t>(opts_.interleave_cycle);
+  }
   plan_.rank = rank_.rank;
   plan_.world_size = rank_.world_size;
   plan_.balance = opts_.balance;
@@ -402,7 +411,13 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
   if (opts_.drop_last) per = nb * opts_.batch_size;
   order_.resize(per);
   if (cache_) cache_->SetPlan(CachePlanFromOrder(*ds_, order_));
-  ds_->HintShardOrder(ShardOrder(ds_->shards(), ds_->size(), epoch, plan_));
+  {
+    Dataset::PassHint hint;
+    hint.shard_order = ShardOrder(ds_->shards(), ds_->size(), epoch, plan_);
+    hint.side_by_side = ShardsSideBySide(plan_);
+    hint.reads = &order_;
+    ds_->HintPass(hint);
+  }
   PlanObjectLookahead();
   epoch_ = epoch;
   pass_consumed_ = consumed;

@@ -66,6 +66,13 @@ struct PipelineOptions {
   // most this many MB of samples, by the source's size estimate (Dataset::
   // sample_bytes_estimate); 0 = samples only. options() reports the buffer in effect.
   size_t shuffle_buffer_mb = 64;
+  // Shards read side by side (tf.data's interleave: `interleave` samples of each of
+  // `interleave_cycle` shards in turn; a shard that ends gives its place to the next): the
+  // partitions of a Kafka topic stream together, as a consumer assigned them all reads
+  // them. -1: the source's choice (Dataset::interleave(): Kafka 64 and its partitions up
+  // to 8; files 0, one shard after another). options() reports what is in effect.
+  int64_t interleave = -1;
+  int64_t interleave_cycle = -1;
 
   int rank = -1, world_size = -1;   // -1: from RANK/WORLD_SIZE, OMPI_*, SLURM_*, else 0/1
   RankBalance balance = RankBalance::kPad;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <numeric>
 
@@ -25,12 +26,68 @@ std::vector<size_t> ShardOrder(const std::vector<ShardInfo>& shards, uint64_t n,
   return sorder;
 }
 
+size_t ShardsSideBySide(const EpochPlanOptions& o) {
+  return o.interleave > 0 && o.interleave_cycle > 1 ? o.interleave_cycle : 1;
+}
+
+namespace {
+
+// Calls f(i) for every sample of the shards in `sorder`: one shard after another, or
+// interleaved (o.interleave samples of each of o.interleave_cycle shards in turn; a shard
+// that ends gives its place in the cycle to the next shard of sorder, as in tf.data).
+template <typename F>
+void ForEachInSequence(const std::vector<ShardInfo>& shards, const std::vector<size_t>& sorder,
+                       const EpochPlanOptions& o, F&& f) {
+  const size_t cycle = ShardsSideBySide(o);
+  if (cycle <= 1) {
+    for (size_t s : sorder)
+      for (uint64_t i = shards[s].begin; i < shards[s].end; ++i) f(i);
+    return;
+  }
+  struct Slot {
+    uint64_t next, end;
+  };
+  size_t taken = 0;  // shards of sorder given a slot so far
+  auto refill = [&](Slot* slot) {
+    while (taken < sorder.size()) {
+      const ShardInfo& sh = shards[sorder[taken++]];
+      if (sh.end > sh.begin) {
+        *slot = Slot{sh.begin, sh.end};
+        return true;
+      }
+    }
+    return false;
+  };
+  std::vector<Slot> slots;
+  for (Slot s; slots.size() < cycle && refill(&s);) slots.push_back(s);
+  while (!slots.empty()) {
+    for (size_t c = 0; c < slots.size();) {
+      Slot& s = slots[c];
+      const uint64_t e = std::min<uint64_t>(s.end, s.next + o.interleave);
+      for (uint64_t i = s.next; i < e; ++i) f(i);
+      s.next = e;
+      if (s.next == s.end && !refill(&s)) {
+        slots.erase(slots.begin() + static_cast<std::ptrdiff_t>(c));
+        continue;
+      }
+      ++c;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
                                   const EpochPlanOptions& o) {
   std::vector<uint64_t> order;
   order.reserve(n);
   if (!o.shuffle) {
-    for (uint64_t i = 0; i < n; ++i) order.push_back(i);
+    if (ShardsSideBySide(o) <= 1) {
+      for (uint64_t i = 0; i < n; ++i) order.push_back(i);
+    } else {
+      ForEachInSequence(shards, ShardOrder(shards, n, epoch, o), o,
+                        [&](uint64_t i) { order.push_back(i); });
+    }
     return order;
   }
   if (o.global_shuffle || (shards.size() <= 1 && o.shuffle_buffer >= n)) {
@@ -40,22 +97,20 @@ std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t
     return order;
   }
   const std::vector<size_t> sorder = ShardOrder(shards, n, epoch, o);
-  // Shuffle buffer over the concatenated shards.
+  // Shuffle buffer over the shards' samples in sequence (concatenated or interleaved).
   size_t k = std::max<size_t>(1, o.shuffle_buffer);
   std::vector<uint64_t> buf;
   buf.reserve(std::min<uint64_t>(k, n));
   Rng rng(o.seed, static_cast<uint64_t>(epoch), 0, kStreamShuffleBuffer);
-  for (size_t s : sorder) {
-    for (uint64_t i = shards[s].begin; i < shards[s].end; ++i) {
-      if (buf.size() < k) {
-        buf.push_back(i);
-        continue;
-      }
-      size_t j = rng.Below(k);
-      order.push_back(buf[j]);
-      buf[j] = i;
+  ForEachInSequence(shards, sorder, o, [&](uint64_t i) {
+    if (buf.size() < k) {
+      buf.push_back(i);
+      return;
     }
-  }
+    size_t j = rng.Below(k);
+    order.push_back(buf[j]);
+    buf[j] = i;
+  });
   for (size_t i = buf.size(); i > 1; --i) std::swap(buf[i - 1], buf[rng.Below(i)]);
   order.insert(order.end(), buf.begin(), buf.end());
   return order;

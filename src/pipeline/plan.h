@@ -6,6 +6,12 @@
 // the concatenated samples passed through a bounded shuffle buffer (WebDataset-style, so
 // reads stay mostly sequential within shards). The buffer is simulated on indices, so it
 // costs 8 bytes per slot, not a sample.
+// Interleave (tf.data's interleave(cycle_length, block_length)): the shards, in shard
+// order, are read `interleave_cycle` at a time, `interleave` samples of each in turn; a
+// shard that ends gives its place to the next. A stream source (a Kafka topic's partitions)
+// is read that way so that its partitions stream side by side, as a consumer assigned all of
+// them reads them. 0 (files): one shard after another. The shuffle buffer, when on, mixes
+// the interleaved sequence.
 // Rank split: strided, as torch's DistributedSampler: rank r takes global positions
 // r, r+W, r+2W, ... So when every rank has delivered k samples, the samples consumed are
 // exactly the prefix [0, k*W) of the global order, whatever W was; the global order itself
@@ -31,6 +37,8 @@ struct EpochPlanOptions {
   bool global_shuffle = false;  // full permutation instead of shards + buffer
   uint64_t seed = 0;
   size_t shuffle_buffer = 8192;
+  size_t interleave = 0;        // samples of a shard in turn (0: shards one after another)
+  size_t interleave_cycle = 0;  // shards side by side (0 or 1: one after another)
   int rank = 0, world_size = 1;
   RankBalance balance = RankBalance::kPad;
 };
@@ -42,6 +50,9 @@ uint64_t SamplesPerRank(uint64_t n, int world_size, RankBalance balance);
 // order, or shuffled per epoch; empty with a global shuffle (no shard order).
 std::vector<size_t> ShardOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,
                                const EpochPlanOptions& o);
+
+// Shards read at once in a pass: interleave_cycle when interleaving, else 1.
+size_t ShardsSideBySide(const EpochPlanOptions& o);
 
 // The global order of all n samples for `epoch` (before the rank split).
 std::vector<uint64_t> GlobalOrder(const std::vector<ShardInfo>& shards, uint64_t n, int epoch,

@@ -54,6 +54,63 @@ TEST(PlanEpoch, NoShuffleIsIdentity) {
   for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(order[i], i);
 }
 
+TEST(PlanEpoch, InterleaveReadsShardsSideBySideAsTfData) {
+  // tf.data's interleave(cycle_length=2, block_length=2) over shards of 5, 3 and 4: two
+  // samples of each in turn; shard 1 ends first and shard 2 takes its place; the shards
+  // in sequence (shard order), each in its own order.
+  EpochPlanOptions o;
+  o.shuffle = false;
+  o.interleave = 2;
+  o.interleave_cycle = 2;
+  EXPECT_EQ(GlobalOrder(Shards({5, 3, 4}), 12, 0, o),
+            (std::vector<uint64_t>{0, 1, 5, 6, 2, 3, 7, 4, 8, 9, 10, 11}));
+  // A cycle as wide as the shards, runs of 3; an empty shard is passed over.
+  o.interleave = 3;
+  o.interleave_cycle = 8;
+  EXPECT_EQ(GlobalOrder(Shards({4, 0, 5}), 9, 0, o),
+            (std::vector<uint64_t>{0, 1, 2, 4, 5, 6, 3, 7, 8}));
+  // interleave 0, or a cycle of 1: one shard after another.
+  o.interleave_cycle = 1;
+  EXPECT_EQ(GlobalOrder(Shards({4, 0, 5}), 9, 0, o),
+            (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(ShardsSideBySide(o), 1u);
+}
+
+TEST(PlanEpoch, InterleavedShuffleIsAPermutationThatMixesTheCycleEarly) {
+  // Shuffled: the shard order is shuffled, the cycle's shards interleaved and the sequence
+  // goes through the buffer; with a buffer of 16, the first outputs come from all four
+  // shards of the cycle at once (one shard without interleave: ShuffleBufferKeepsLocality).
+  auto shards = Shards({1000, 1000, 1000, 1000});
+  EpochPlanOptions o;
+  o.shuffle_buffer = 16;
+  o.interleave = 4;
+  o.interleave_cycle = 4;
+  auto order = GlobalOrder(shards, 4000, 0, o);
+  std::vector<uint64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < 4000; ++i) ASSERT_EQ(sorted[i], i);
+  std::set<uint64_t> first_shards;
+  for (int i = 0; i < 100; ++i) first_shards.insert(order[i] / 1000);
+  EXPECT_EQ(first_shards.size(), 4u);
+  EXPECT_EQ(order, GlobalOrder(shards, 4000, 0, o));
+  EXPECT_NE(order, GlobalOrder(shards, 4000, 1, o));
+  // Ranks still split it by stride, whatever the world size.
+  for (int w : {2, 3}) {
+    std::set<uint64_t> all;
+    for (int rank = 0; rank < w; ++rank) {
+      EpochPlanOptions r = o;
+      r.rank = rank;
+      r.world_size = w;
+      r.balance = RankBalance::kDrop;
+      auto mine = PlanEpoch(shards, 4000, 0, r);
+      ASSERT_TRUE(mine.ok());
+      for (size_t j = 0; j < mine->size(); ++j) ASSERT_EQ((*mine)[j], order[j * w + rank]);
+      all.insert(mine->begin(), mine->end());
+    }
+    EXPECT_EQ(all.size(), 4000u / w * w);
+  }
+}
+
 class RankSplit : public ::testing::TestWithParam<std::tuple<int, RankBalance>> {};
 
 TEST_P(RankSplit, DisjointEqualAndCovering) {
