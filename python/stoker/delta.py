@@ -42,6 +42,18 @@ def split_spec(source):
     return table, items, follow
 
 
+def _several_ranks():
+    """True when torch.distributed runs more than one rank (without importing torch)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
 def _agreed(value):
     """Rank 0's value on every rank when torch.distributed runs several ranks."""
     # Not imported, torch cannot have initialized a process group: do not import it (about

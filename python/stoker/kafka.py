@@ -19,7 +19,7 @@ order, as for files.
 """
 
 from ._errors import _ext, bad_argument
-from .delta import _agreed
+from .delta import _agreed, _several_ranks
 
 _FOLLOW = ("new",)
 
@@ -51,12 +51,26 @@ class KafkaSource:
     def __init__(self, source):
         self.source = source
         self.base, self.follow = split_spec(source)
-        self.ranges = {int(p): tuple(r) for p, r in
-                       _agreed(_ranges(_ext.kafka_window(self.base))).items()}
+        self.ranges = None
+        if _several_ranks():
+            # Rank 0 resolves the window and every rank reads that one.
+            self.ranges = {int(p): tuple(r) for p, r in
+                           _agreed(_ranges(_ext.kafka_window(self.base))).items()}
+        # Else the engine resolves it when it opens (one client, not two: 3-7 ms per open)
+        # and adopt() pins what it found.
 
     def spec(self):
-        """The engine's data spec for the current window."""
+        """The engine's data spec for the current window (the unpinned spec before the
+        first open, whose window adopt() then pins)."""
+        if self.ranges is None:
+            return self.base
         return _ext.kafka_pinned_spec(self.base, self.ranges)
+
+    def adopt(self, windows):
+        """Pins the window the engine resolved at its first open (windows: its
+        ``kafka`` list)."""
+        if self.ranges is None:
+            self.ranges = _ranges(windows)
 
     def advance(self):
         """At the start of a new epoch: "same", "changed" (re-open the engine) or "empty"

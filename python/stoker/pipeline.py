@@ -309,6 +309,8 @@ class Pipeline:
                 "pinned": pinned, "device": "cuda" if self._device is not None else "cpu"}
         self._engine_opts = opts
         self._p = ext.Pipeline(opts)
+        if self._source_key == "kafka":
+            self._source.adopt(self._p.kafka)
         self._source_epoch = 0  # the epoch the open snapshot or window was chosen for
         # device=cuda with gpu_decode on/auto: the GPU path (src/gpu/device_pipeline.h).
         self._dev = None

@@ -388,10 +388,14 @@ class Client {
         {"auto.offset.reset", "error"},  // an offset gone is reported, never jumped over
         {"queued.max.messages.kbytes", "32768"},  // the prefetch per partition: backpressure
         {"fetch.wait.max.ms", "50"},
-        // 4 MB of a partition per fetch request (librdkafka's default 1 MB): a partition
-        // read in offset order is fetched with at most one other (the next, prefetched),
-        // and with 1 MB each the fetch round trips were the limit (bench/RESULTS.md).
-        {"max.partition.fetch.bytes", "4194304"},
+        // 2 MB of a partition per fetch request (librdkafka's default 1 MB). Read one
+        // partition at a time (interleave=0), with 1 MB each the fetch round trips were
+        // the limit; read side by side (the default), a fetch carries the cycle's
+        // partitions and the first batch waits for the whole first response: 4 MB each
+        // (16 MB for 4 partitions) took 16 ms before the first message. 1, 2 and 4 MB
+        // measured, interleaved: 2 MB as fast as the best of the others at 1 and 32 KB
+        // messages (bench/RESULTS.md).
+        {"max.partition.fetch.bytes", "2097152"},
         {"socket.keepalive.enable", "true"},
         {"reconnect.backoff.ms", "100"},
         {"reconnect.backoff.max.ms", "2000"},
