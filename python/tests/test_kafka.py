@@ -232,6 +232,40 @@ def test_a_rank_does_not_hold_the_other_ranks_messages(bootstrap):
     assert seen == want
 
 
+def test_group_commits_the_progress_for_monitoring(bootstrap):
+    # group=NAME commits, per partition, the offset after the last message read, so that
+    # the group's lag shows in the broker's tools; rank 0 commits, the others do not; the
+    # resume never reads it (a fresh pipeline with the same group reads the window again).
+    import time
+    topic = _topic(bootstrap, 3)
+    vals = _values(300)
+    _produce(bootstrap, topic, vals, 3)
+    group = "g-" + uuid.uuid4().hex[:8]
+
+    def committed():
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            got = c.committed([ck.TopicPartition(topic, p) for p in range(3)], timeout=10)
+            return {tp.partition: tp.offset for tp in got}
+        finally:
+            c.close()
+
+    # Rank 1 of 2 reads its half and commits nothing.
+    q = _pipe(bootstrap, topic, f"group={group}", rank=1, world_size=2)
+    assert len(_epoch(q)) == 150
+    assert q.stats()["source"]["counters"]["kafka_commits"] == 0
+    assert all(o < 0 for o in committed().values())  # no committed offset
+    for shuffle in (False, True):
+        p = _pipe(bootstrap, topic, f"group={group}", shuffle=shuffle)
+        assert len(_epoch(p)) == 300
+        deadline = time.monotonic() + 20
+        while committed() != {0: 100, 1: 100, 2: 100}:
+            assert time.monotonic() < deadline, committed()
+            time.sleep(0.2)
+        c = p.stats()["source"]["counters"]
+        assert c["kafka_commits"] >= 1 and c["kafka_commit_failures"] == 0, c
+
+
 def test_resume_is_exact_after_the_topic_grew(bootstrap):
     topic = _topic(bootstrap, 2)
     vals = _values(120)

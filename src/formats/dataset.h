@@ -124,6 +124,7 @@ class Dataset {
     // this pass will ask for (the other ranks' samples). A read of an index not in it
     // still succeeds (more slowly).
     const std::vector<uint64_t>* reads = nullptr;
+    int rank = 0, world_size = 1;  // whose pass (a stream source commits progress on rank 0)
   };
   virtual void HintPass(const PassHint& hint) const { (void)hint; }
 

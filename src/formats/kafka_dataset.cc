@@ -163,12 +163,19 @@ Result<KafkaSpec> ParseKafkaSpec(const std::string& spec_in) {
       STOKER_ASSIGN_OR_RETURN(int64_t t, ParseInt("timeout_ms", v));
       if (t < 100 || t > 3'600'000) return InvalidArgument("kafka: timeout_ms={} is not in [100, 3600000]", v);
       s.timeout_ms = static_cast<int>(t);
+    } else if (k == "group") {
+      if (v.empty()) return InvalidArgument("kafka: group= is empty");
+      s.group = v;
+    } else if (k == "commit_ms") {
+      STOKER_ASSIGN_OR_RETURN(int64_t t, ParseInt("commit_ms", v));
+      if (t < 100 || t > 3'600'000) return InvalidArgument("kafka: commit_ms={} is not in [100, 3600000]", v);
+      s.commit_ms = static_cast<int>(t);
     } else if (k.rfind("rdkafka.", 0) == 0 && k.size() > 8) {
       s.config[k.substr(8)] = v;
     } else {
       return InvalidArgument(
           "kafka: unknown option '{}' (start, end, count, partitions, ranges, value, field, "
-          "base64, meta, timeout_ms, bootstrap, rdkafka.*)",
+          "base64, meta, timeout_ms, group, commit_ms, bootstrap, rdkafka.*)",
           k);
     }
   }
@@ -209,6 +216,8 @@ std::string KafkaSpecWithRanges(const KafkaSpec& s,
   if (!s.base64.empty()) q += "&base64=" + join(s.base64);
   if (!s.meta.empty()) q += "&meta=" + join(s.meta);
   if (s.timeout_ms != 30000) q += fmt::format("&timeout_ms={}", s.timeout_ms);
+  if (!s.group.empty()) q += "&group=" + s.group;
+  if (s.commit_ms != 5000) q += fmt::format("&commit_ms={}", s.commit_ms);
   for (const auto& [k, v] : s.config) q += "&rdkafka." + k + "=" + v;
   if (ranges.empty() && !s.partitions.empty()) {
     std::string ps;
@@ -350,6 +359,7 @@ using Clock = std::chrono::steady_clock;
 struct ClientErrors {
   Mutex mu;
   std::string last GUARDED_BY(mu);
+  std::atomic<uint64_t> commits{0}, commit_failures{0};  // group= commits answered
   void Set(std::string e) {
     MutexLock l(&mu);
     last = std::move(e);
@@ -363,6 +373,18 @@ struct ClientErrors {
 void ErrorCb(rd_kafka_t*, int err, const char* reason, void* opaque) {
   static_cast<ClientErrors*>(opaque)->Set(
       fmt::format("{}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason));
+}
+
+// Answers to group= commits (served by rd_kafka_poll).
+void OffsetCommitCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t*,
+                    void* opaque) {
+  auto* e = static_cast<ClientErrors*>(opaque);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET) {
+    e->commits++;
+  } else {
+    e->commit_failures++;
+    e->Set(fmt::format("offset commit: {}", rd_kafka_err2str(err)));
+  }
 }
 
 void LogCb(const rd_kafka_t* rk, int level, const char*, const char* buf) {
@@ -401,6 +423,7 @@ class Client {
         {"reconnect.backoff.max.ms", "2000"},
         {"client.id", "stoker"},
     };
+    if (!s.group.empty()) props["group.id"] = s.group;
     for (const auto& [k, v] : s.config) props[k] = v;
     for (const auto& [k, v] : props) {
       if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
@@ -410,6 +433,7 @@ class Client {
     }
     rd_kafka_conf_set_opaque(conf, &c->errors_);
     rd_kafka_conf_set_error_cb(conf, ErrorCb);
+    rd_kafka_conf_set_offset_commit_cb(conf, OffsetCommitCb);
     rd_kafka_conf_set_log_cb(conf, LogCb);
     c->rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!c->rk_) {
@@ -528,6 +552,13 @@ class Client {
     if (!st.ok()) return st;
     return out;
   }
+
+  void NoteCommitFailure(const std::string& why) {
+    errors_.commit_failures++;
+    errors_.Set("offset commit: " + why);
+  }
+  uint64_t commits() const { return errors_.commits.load(); }
+  uint64_t commit_failures() const { return errors_.commit_failures.load(); }
 
   std::string Detail() {
     std::string e = LastError();
@@ -868,6 +899,11 @@ class KafkaDataset final : public Dataset {
         // messages fetched ahead of their reads, held: the most at once
         {"kafka_held_peak", static_cast<double>(held_peak_.load())},
     };
+    if (!client_->spec().group.empty()) {
+      rd_kafka_poll(client_->rk(), 0);  // commit answers
+      out["kafka_commits"] = static_cast<double>(client_->commits());
+      out["kafka_commit_failures"] = static_cast<double>(client_->commit_failures());
+    }
     double lag = 0;
     for (const auto& c : cursors_) {
       int64_t low = 0, high = 0, next = 0;
@@ -904,6 +940,8 @@ class KafkaDataset final : public Dataset {
       if (hint.shard_order[i] < cursors_.size())
         next_shard_[hint.shard_order[i]] = hint.shard_order[i + step];
     side_by_side_.store(step, std::memory_order_relaxed);
+    commit_progress_.store(!client_->spec().group.empty() && hint.rank == 0,
+                           std::memory_order_relaxed);
     // The offsets this reader will read, per partition: what the stream delivers on the way
     // to them and no read of the pass wants (the other ranks' messages) is not kept.
     std::vector<std::vector<uint64_t>> want(cursors_.size());
@@ -1018,6 +1056,7 @@ class KafkaDataset final : public Dataset {
           if (offs[k] + 1 == c->win.end) {  // the window's last: free the prefetch
             StopLocked(c);
             c->prefetched.store(false, std::memory_order_relaxed);
+            commit_due_.store(true, std::memory_order_relaxed);
           }
         }
         // Read in offset order one partition at a time, a partition has the next one
@@ -1053,6 +1092,7 @@ class KafkaDataset final : public Dataset {
       }
       messages_ += delivered;
       bytes_ += bytes;
+      if (commit_progress_.load(std::memory_order_relaxed)) MaybeCommit(false);
     }
   }
 
@@ -1070,10 +1110,12 @@ class KafkaDataset final : public Dataset {
       if (off + 1 == c->win.end) {  // the window's last message: free the prefetch
         StopLocked(c);
         c->prefetched.store(false, std::memory_order_relaxed);
+        commit_due_.store(true, std::memory_order_relaxed);
       }
     }
     messages_++;
     bytes_ += h.len();
+    if (commit_progress_.load(std::memory_order_relaxed)) MaybeCommit(false);
     Status st = Fill(c, off, &h, out);
     if (h.copied) GiveBuffer(std::move(h.value));
     return st;
@@ -1154,6 +1196,40 @@ class KafkaDataset final : public Dataset {
     }
     if (from >= n->win.end) return;
     if (StartLocked(n, from).ok()) n->prefetched.store(true, std::memory_order_relaxed);
+  }
+
+  // group=: commits, per partition read in this pass, the offset after the last message
+  // read, asynchronously (answers counted by OffsetCommitCb), every commit_ms or when a
+  // partition's window was read; `now`: whatever the clock says. One thread commits at a
+  // time; the others go on.
+  void MaybeCommit(bool now) const {
+    const int64_t t = Clock::now().time_since_epoch().count();
+    if (!now && !commit_due_.load(std::memory_order_relaxed) &&
+        t < next_commit_.load(std::memory_order_relaxed))
+      return;
+    if (commit_busy_.exchange(true)) return;
+    commit_due_.store(false, std::memory_order_relaxed);
+    next_commit_.store(t + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::milliseconds(client_->spec().commit_ms)).count(),
+                       std::memory_order_relaxed);
+    rd_kafka_topic_partition_list_t* l =
+        rd_kafka_topic_partition_list_new(static_cast<int>(cursors_.size()));
+    for (const auto& c : cursors_) {
+      int64_t next = -1;
+      {
+        MutexLock lock(&c->mu);
+        next = c->delivered_max + 1;
+      }
+      if (next <= 0) continue;
+      rd_kafka_topic_partition_list_add(l, client_->spec().topic.c_str(), c->win.partition)->offset =
+          next;
+    }
+    if (l->cnt > 0) {
+      rd_kafka_resp_err_t err = rd_kafka_commit(client_->rk(), l, /*async=*/1);
+      if (err) client_->NoteCommitFailure(rd_kafka_err2str(err));
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    commit_busy_.store(false);
   }
 
   // Whether this reader's pass reads offset `o` (every offset when no hint said).
@@ -1456,6 +1532,10 @@ class KafkaDataset final : public Dataset {
   // The shard each shard's reads are followed by in this pass (HintPass; size(): none).
   std::unique_ptr<std::atomic<size_t>[]> next_shard_;
   mutable std::atomic<size_t> side_by_side_{1};  // partitions read at once (HintPass)
+  // group=: this reader commits (rank 0), a commit is due (a window's end), when the next
+  // is due (Clock ticks), one in progress
+  mutable std::atomic<bool> commit_progress_{false}, commit_due_{false}, commit_busy_{false};
+  mutable std::atomic<int64_t> next_commit_{0};
   static constexpr size_t kInterleaveBlock = 64, kInterleaveCycle = 8;
   std::vector<KafkaPartitionWindow> windows_;
   std::vector<ShardInfo> shards_;

@@ -34,6 +34,10 @@
 //                                  (ms, text), kafka.offset, kafka.partition
 //   timeout_ms=N                   how long a read waits for the broker without progress
 //                                  before failing (default 30000)
+//   group=NAME                     for monitoring only: commit, per partition, the offset
+//                                  after the last message read, to consumer group NAME
+//                                  every commit_ms (default 5000) and when a partition's
+//                                  window is read (rank 0 only; resume never uses it)
 //   rdkafka.NAME=VALUE             any librdkafka consumer property
 //
 // Sample keys are "TOPIC/PARTITION/OFFSET" (unique; message keys are not, so they are
@@ -72,6 +76,8 @@ struct KafkaSpec {
   std::set<std::string> base64;
   std::set<std::string> meta;  // key, timestamp, offset, partition
   int timeout_ms = 30000;
+  std::string group;      // group=: commit the progress to this consumer group (monitoring)
+  int commit_ms = 5000;   // commit_ms=: how often
   std::map<std::string, std::string> config;  // rdkafka.* properties
 };
 

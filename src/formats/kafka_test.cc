@@ -51,13 +51,16 @@ TEST(KafkaSpec, BadSpecsSayWhatIsWrong) {
   EXPECT_NE(msg("//h:1/t?meta=headers").find("meta 'headers'"), std::string::npos);
   EXPECT_NE(msg("//h:1/t?offset=3").find("unknown option 'offset'"), std::string::npos);
   EXPECT_NE(msg("//h:1/t?count=-1").find("negative"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?group=").find("group= is empty"), std::string::npos);
+  EXPECT_NE(msg("//h:1/t?commit_ms=5").find("commit_ms=5"), std::string::npos);
   EXPECT_NE(msg("//h:1/a b").find("not a topic name"), std::string::npos);
   EXPECT_NE(msg("t?bootstrap=h:1/x").find("not HOST:PORT"), std::string::npos);
 }
 
 // A pinned spec parses back to the same window and options.
 TEST(KafkaSpec, PinnedRangesRoundTrip) {
-  auto s = ParseKafkaSpec("//h:1/t?value=json&base64=jpg,png&meta=timestamp&field=x&timeout_ms=500");
+  auto s = ParseKafkaSpec(
+      "//h:1/t?value=json&base64=jpg,png&meta=timestamp&field=x&timeout_ms=500&group=g1&commit_ms=250");
   ASSERT_TRUE(s.ok());
   std::map<int32_t, std::pair<int64_t, int64_t>> r{{0, {3, 10}}, {2, {0, 7}}};
   std::string pinned = KafkaSpecWithRanges(*s, r);
@@ -70,6 +73,8 @@ TEST(KafkaSpec, PinnedRangesRoundTrip) {
   EXPECT_EQ(back->meta, s->meta);
   EXPECT_EQ(back->field, "x");
   EXPECT_EQ(back->timeout_ms, 500);
+  EXPECT_EQ(back->group, "g1");
+  EXPECT_EQ(back->commit_ms, 250);
   EXPECT_EQ(back->topic, "t");
   EXPECT_EQ(back->bootstrap, "h:1");
 }

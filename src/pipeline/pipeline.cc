@@ -416,6 +416,8 @@ Status PipelineImpl::StartPass(int epoch, uint64_t consumed, uint64_t index_base
     hint.shard_order = ShardOrder(ds_->shards(), ds_->size(), epoch, plan_);
     hint.side_by_side = ShardsSideBySide(plan_);
     hint.reads = &order_;
+    hint.rank = rank_.rank;
+    hint.world_size = rank_.world_size;
     ds_->HintPass(hint);
   }
   PlanObjectLookahead();
