@@ -5,9 +5,11 @@
 //   kafka:TOPIC?bootstrap=HOST:PORT[,...][&option...]
 //
 // The window is resolved when the dataset opens (watermarks and timestamp lookups on the
-// broker) and is then fixed: every epoch of the pipeline reads the same messages, ranks get
-// disjoint partitions and equal batch counts as for files, and the pipeline's resume state
-// (epoch, samples consumed) is exact. `ranges=` pins a resolved window, which is how the
+// broker) and is then fixed: every epoch of the pipeline reads the same messages, ranks take
+// disjoint samples (strided, as for files; each rank's streams drop the others' messages)
+// with equal batch counts, the partitions are read side by side (interleave(): 64 offsets of
+// each of up to 8 in turn), and the pipeline's resume state (epoch, samples consumed) is
+// exact. `ranges=` pins a resolved window, which is how the
 // Python layer (stoker/kafka.py) re-opens exactly what a checkpoint's epoch read, and how
 // follow=new moves to the next window between epochs.
 //
