@@ -1092,7 +1092,7 @@ class KafkaDataset final : public Dataset {
       }
       messages_ += delivered;
       bytes_ += bytes;
-      if (commit_progress_.load(std::memory_order_relaxed)) MaybeCommit(false);
+      if (commit_progress_.load(std::memory_order_relaxed)) MaybeCommit();
     }
   }
 
@@ -1115,7 +1115,7 @@ class KafkaDataset final : public Dataset {
     }
     messages_++;
     bytes_ += h.len();
-    if (commit_progress_.load(std::memory_order_relaxed)) MaybeCommit(false);
+    if (commit_progress_.load(std::memory_order_relaxed)) MaybeCommit();
     Status st = Fill(c, off, &h, out);
     if (h.copied) GiveBuffer(std::move(h.value));
     return st;
@@ -1200,11 +1200,10 @@ class KafkaDataset final : public Dataset {
 
   // group=: commits, per partition read in this pass, the offset after the last message
   // read, asynchronously (answers counted by OffsetCommitCb), every commit_ms or when a
-  // partition's window was read; `now`: whatever the clock says. One thread commits at a
-  // time; the others go on.
-  void MaybeCommit(bool now) const {
+  // partition's window was read. One thread commits at a time; the others go on.
+  void MaybeCommit() const {
     const int64_t t = Clock::now().time_since_epoch().count();
-    if (!now && !commit_due_.load(std::memory_order_relaxed) &&
+    if (!commit_due_.load(std::memory_order_relaxed) &&
         t < next_commit_.load(std::memory_order_relaxed))
       return;
     if (commit_busy_.exchange(true)) return;
