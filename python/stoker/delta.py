@@ -43,7 +43,8 @@ def split_spec(source):
 
 
 def _several_ranks():
-    """True when torch.distributed runs more than one rank (without importing torch)."""
+    """True when torch.distributed runs more than one rank (torch is not imported: not
+    imported, it cannot have initialized a process group)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return False
@@ -58,15 +59,9 @@ def _agreed(value):
     """Rank 0's value on every rank when torch.distributed runs several ranks."""
     # Not imported, torch cannot have initialized a process group: do not import it (about
     # 1 s and hundreds of MB at every Kafka or Delta open of a job that does not use torch).
-    torch = sys.modules.get("torch")
-    if torch is None:
+    if not _several_ranks():
         return value
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return value
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return value
+    import torch.distributed as dist
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
