@@ -232,6 +232,75 @@ def test_a_rank_does_not_hold_the_other_ranks_messages(bootstrap):
     assert seen == want
 
 
+KAFKA_RANK_WORKER = r"""
+import json, sys
+import torch.distributed as dist
+import stoker
+
+url, out, port, rank = sys.argv[1:5]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=int(rank),
+                        world_size=2)
+p = stoker.Pipeline(url, batch_size=8, decode="raw", keys=True, shuffle=False, balance="drop")
+keys = [k for b in p for k in b["key"]]
+with open(out, "w") as f:
+    json.dump({"rank": p.rank, "ranges": p.state_dict()["kafka"]["ranges"], "keys": keys}, f)
+dist.destroy_process_group()
+"""
+
+
+def test_torch_distributed_ranks_read_the_window_rank_0_resolved(bootstrap, tmp_path):
+    # With torch.distributed, rank 0 resolves the window and broadcasts it (a single process
+    # lets the engine resolve it): while a producer keeps writing, both ranks read the same
+    # window, disjoint halves of it.
+    import socket
+    import subprocess
+    import sys
+    import threading
+    pytest.importorskip("torch")
+    topic = _topic(bootstrap, 2)
+    _produce(bootstrap, topic, _values(200), 2)
+    stop = threading.Event()
+
+    def produce_more():
+        prod = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        i = 0
+        while not stop.is_set():
+            prod.produce(topic, value=b"late %d" % i, partition=i % 2)
+            prod.poll(0)
+            i += 1
+            stop.wait(0.002)
+        prod.flush(30)
+
+    t = threading.Thread(target=produce_more)
+    t.start()
+    try:
+        script = tmp_path / "rank.py"
+        script.write_text(KAFKA_RANK_WORKER)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+        procs = [subprocess.Popen([sys.executable, str(script), f"kafka://{bootstrap}/{topic}",
+                                   str(tmp_path / f"r{r}.json"), str(port), str(r)],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for r in range(2)]
+        for pr in procs:
+            _, err = pr.communicate(timeout=240)
+            assert pr.returncode == 0, err
+    finally:
+        stop.set()
+        t.join()
+    r0, r1 = (json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2))
+    assert r0["ranges"] == r1["ranges"]
+    window = {f"{topic}/{p}/{o}" for p, (b, e) in r0["ranges"].items() for o in range(b, e)}
+    assert len(window) >= 200
+    # balance="drop": the odd sample of an odd window is left out, nothing is repeated
+    assert not set(r0["keys"]) & set(r1["keys"])
+    assert len(r0["keys"]) == len(r1["keys"]) == len(window) // 2
+    assert set(r0["keys"]) | set(r1["keys"]) <= window
+
+
 def test_group_commits_the_progress_for_monitoring(bootstrap):
     # group=NAME commits, per partition, the offset after the last message read, so that
     # the group's lag shows in the broker's tools; rank 0 commits, the others do not; the
