@@ -950,11 +950,9 @@ class KafkaDataset final : public Dataset {
         want[k].assign((shards_[k].end - shards_[k].begin + 63) / 64, 0);
       for (uint64_t idx : *hint.reads) {
         if (idx >= size_) continue;
-        auto it = std::upper_bound(shards_.begin(), shards_.end(), idx,
-                                   [](uint64_t i, const ShardInfo& s) { return i < s.end; });
-        const size_t k = static_cast<size_t>(it - shards_.begin());
-        const uint64_t bit = idx - shards_[k].begin;
-        want[k][bit / 64] |= uint64_t{1} << (bit % 64);
+        auto [c, off] = Locate(idx);
+        const uint64_t bit = static_cast<uint64_t>(off - c->win.begin);
+        want[c->shard][bit / 64] |= uint64_t{1} << (bit % 64);
       }
     }
     for (size_t k = 0; k < cursors_.size(); ++k) {
@@ -1052,12 +1050,7 @@ class KafkaDataset final : public Dataset {
             if (st.code() != StatusCode::kCorrupt) broken = st;  // not a missing offset
             continue;
           }
-          c->delivered_max = std::max(c->delivered_max, offs[k]);
-          if (offs[k] + 1 == c->win.end) {  // the window's last: free the prefetch
-            StopLocked(c);
-            c->prefetched.store(false, std::memory_order_relaxed);
-            commit_due_.store(true, std::memory_order_relaxed);
-          }
+          NoteDelivered(c, offs[k]);
         }
         // Read in offset order one partition at a time, a partition has the next one
         // fetched with it all along; read out of order (a shuffle buffer) or side by side
@@ -1106,12 +1099,7 @@ class KafkaDataset final : public Dataset {
       c->reads_in_order = c->last_read >= 0 && off >= c->last_read - 64 && off <= c->last_read + 64;
       c->last_read = off;
       STOKER_RETURN_IF_ERROR(FetchLocked(c, off, &h));
-      c->delivered_max = std::max(c->delivered_max, off);
-      if (off + 1 == c->win.end) {  // the window's last message: free the prefetch
-        StopLocked(c);
-        c->prefetched.store(false, std::memory_order_relaxed);
-        commit_due_.store(true, std::memory_order_relaxed);
-      }
+      NoteDelivered(c, off);
     }
     messages_++;
     bytes_ += h.len();
@@ -1153,6 +1141,18 @@ class KafkaDataset final : public Dataset {
     if (k >= shards_.size()) k = shards_.size() - 1;
     Cursor* c = cursors_[k].get();
     return {c, c->win.begin + static_cast<int64_t>(index - shards_[k].begin)};
+  }
+
+  // Offset `off` of `c` was taken by a read: the highest so far is what the lag and the
+  // group commits count from; the window's last frees the stream's prefetch and makes a
+  // commit due.
+  void NoteDelivered(Cursor* c, int64_t off) const REQUIRES(c->mu) {
+    c->delivered_max = std::max(c->delivered_max, off);
+    if (off + 1 == c->win.end) {
+      StopLocked(c);
+      c->prefetched.store(false, std::memory_order_relaxed);
+      commit_due_.store(true, std::memory_order_relaxed);
+    }
   }
 
   static constexpr int64_t kBackfill = 16384;

@@ -571,6 +571,21 @@ struct CacheEnv::Impl {
     Status error;
   };
 
+  // The entry of `path` complete in the directory (fetched by another process, or by this
+  // one before), checked: kReady with its fd and size (shared), else kStream without one
+  // (*corrupt: one was there and failed its checks).
+  Fetched FoundEntry(const std::string& path, const std::string& key, bool* corrupt)
+      EXCLUDES(mu) {
+    Fetched f;
+    f.fd = TryOpenEntry(path, key, corrupt);
+    if (!f.fd) return f;
+    struct stat st;
+    f.size = ::fstat(f.fd->fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    f.outcome = FetchOutcome::kReady;
+    f.shared = true;
+    return f;
+  }
+
   // Fetches `path` into the cache (or finds it fetched by another process). `block`: wait
   // for another process's fetch of it (a reader); else kBusy (the look-ahead moves on).
   // `order`: released once the room is reserved (the look-ahead's pick order).
@@ -589,14 +604,7 @@ struct CacheEnv::Impl {
       return f;
     }
     bool corrupt = false;
-    if (auto fd = TryOpenEntry(path, key, &corrupt)) {
-      struct stat st;
-      f.size = ::fstat(fd->fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-      f.fd = std::move(fd);
-      f.outcome = FetchOutcome::kReady;
-      f.shared = true;
-      return f;
-    }
+    if (Fetched found = FoundEntry(path, key, &corrupt); found.fd) return found;
     if (corrupt) {
       MutexLock l(&mu);
       c.corrupt_entries++;
@@ -740,8 +748,7 @@ struct CacheEnv::Impl {
       key = e.key;
     }
     bool corrupt = false;
-    Fetched f;
-    f.fd = TryOpenEntry(path, key, &corrupt);
+    Fetched f = FoundEntry(path, key, &corrupt);
     MutexLock l(&mu);
     inflight--;
     if (corrupt) c.corrupt_entries++;
@@ -750,10 +757,6 @@ struct CacheEnv::Impl {
       cv.SignalAll();
       return nullptr;
     }
-    struct stat st;
-    f.size = ::fstat(f.fd->fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-    f.outcome = FetchOutcome::kReady;
-    f.shared = true;
     auto r = Settle(path, f);
     return r.ok() ? *r : nullptr;
   }
@@ -829,11 +832,8 @@ struct CacheEnv::Impl {
       }
     }
     // Not in the plan: read through, but use an entry that is already there.
-    Fetched f;
     bool corrupt = false;
-    f.fd = TryOpenEntry(path, key, &corrupt);
-    f.outcome = f.fd ? FetchOutcome::kReady : FetchOutcome::kStream;
-    f.shared = f.fd != nullptr;
+    Fetched f = FoundEntry(path, key, &corrupt);
     MutexLock l(&mu);
     inflight--;
     return Settle(path, f);
